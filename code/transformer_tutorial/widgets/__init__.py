@@ -1,0 +1,31 @@
+"""Interactive views: interactive in the browser on the static site, and live in a kernel.
+
+The pattern every explorer follows (see DESIGN.md, "Views"):
+
+1. A pure function computes the data at build time, from the tested modules.
+2. A Vega-Lite chart (built with Altair) carries that data and keeps *all* its interaction in
+   the browser through Vega-Lite parameters: sliders, menus and hover work on the static site
+   where no Python runs.
+3. In a live kernel, :class:`LiveView` adds ipywidgets controls for inputs that cannot be
+   precomputed (any ``d_model``, any sentence) and redraws the same chart from Python.
+
+:func:`use_book_renderer` makes charts display as self-contained HTML with a stable element id,
+so executing a notebook twice gives byte-identical outputs.
+"""
+
+from transformer_tutorial.widgets.live import LiveView
+from transformer_tutorial.widgets.positional import (
+    live_positional_explorer,
+    positional_explorer,
+    positional_explorer_data,
+)
+from transformer_tutorial.widgets.render import chart_bundle, use_book_renderer
+
+__all__ = [
+    "LiveView",
+    "chart_bundle",
+    "live_positional_explorer",
+    "positional_explorer",
+    "positional_explorer_data",
+    "use_book_renderer",
+]
