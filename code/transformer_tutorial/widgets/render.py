@@ -22,6 +22,15 @@ RENDERER_NAME = "transformer_tutorial"
 EMBED_OPTIONS = {"renderer": "svg", "actions": False}
 
 
+# vega-embed puts a chart's controls to its right, outside the book's text column: stack them
+# above the chart instead, in one wrapping row.
+_CONTROLS_ON_TOP = """<style>
+  #{id}.vega-embed {{ flex-direction: column; align-items: flex-start; }}
+  #{id} .vega-bindings {{ order: -1; display: flex; flex-wrap: wrap; gap: 0.2rem 1.5rem;
+    margin-bottom: 0.5rem; font-size: 0.9rem; }}
+</style>"""
+
+
 def _bundle_from_spec(spec: dict[str, Any], **_: Any) -> dict[str, str]:
     text = json.dumps(spec, sort_keys=True)
     element_id = "vega-" + hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -37,7 +46,10 @@ def _bundle_from_spec(spec: dict[str, Any], **_: Any) -> dict[str, str]:
         fullhtml=False,
         template="universal",
     )
-    return {"text/html": html, "text/plain": f"<Vega-Lite chart {element_id}>"}
+    return {
+        "text/html": _CONTROLS_ON_TOP.format(id=element_id) + html,
+        "text/plain": f"<Vega-Lite chart {element_id}>",
+    }
 
 
 def chart_bundle(chart: alt.TopLevelMixin) -> dict[str, str]:
