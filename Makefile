@@ -45,7 +45,7 @@ nbval: $(INSTALLED)
 		--nbval-sanitize-with nbval.cfg chapters/
 
 $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
-	npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
+	npm ci --prefix tests/browser --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $@
 
 browser: $(INSTALLED) $(BROWSER_DEPS)

@@ -1,7 +1,7 @@
 """The book's one matplotlib style, and the figure helpers every chapter shares.
 
 Colour choices are colour-blind safe: ``cividis`` for quantities that only grow (weights,
-norms), ColorBrewer's ``PuOr`` for signed quantities centred on zero, and the Okabe-Ito
+norms), ColorBrewer's purple-orange for signed quantities centred on zero, and the Okabe-Ito
 palette for categories. Figures return ``(figure, axes)`` so a notebook can add to them.
 """
 
@@ -23,7 +23,9 @@ __all__ = [
 ]
 
 SEQUENTIAL = "cividis"  # perceptually uniform, readable with every colour-vision deficiency
-DIVERGING = "PuOr"  # purple below zero, orange above: ColorBrewer's colour-blind-safe pair
+# ColorBrewer's colour-blind-safe PuOr, reversed so that purple is below zero and orange above,
+# as in Vega's "purpleorange" used by the explorers (matplotlib's "PuOr" runs orange -> purple).
+DIVERGING = "PuOr_r"
 OKABE_ITO = (  # Okabe & Ito (2008): eight colours distinguishable under colour blindness
     "#0072B2",
     "#E69F00",
