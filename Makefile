@@ -55,8 +55,12 @@ browser: $(INSTALLED) $(BROWSER_DEPS)
 notebooks: $(INSTALLED)
 	$(BIN)/python -m transformer_tutorial.notebooks chapters/*.ipynb
 
-## lab: JupyterLab on the chapters
-lab: $(INSTALLED)
+$(VENV)/.lab-installed: $(INSTALLED) requirements-lab.txt
+	$(BIN)/python -m pip install --quiet -r requirements-lab.txt
+	touch $@
+
+## lab: JupyterLab on the chapters (installs it into .venv the first time)
+lab: $(VENV)/.lab-installed
 	$(BIN)/jupyter lab chapters/
 
 ## serve: the built site on http://localhost:$(PORT)
