@@ -80,6 +80,9 @@ def execute_notebook(path: Path | str, timeout: int = 120) -> Run:
         resources={"metadata": {"path": str(path.parent)}},
         store_widget_state=True,
         record_timing=False,
+        # one print can reach the kernel's stdout in two flushes; merge them so the file does
+        # not depend on when the kernel happened to flush
+        coalesce_streams=True,
     )
     start = time.perf_counter()
     with client.setup_kernel():
