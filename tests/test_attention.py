@@ -5,7 +5,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_tutorial.attention import scaled_dot_product_attention, softmax
+from transformer_tutorial.attention import (
+    SelfAttention,
+    SelfAttentionConfig,
+    dot_product_std,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_torch,
+    softmax,
+)
 
 SHAPES = [  # (leading dims, T, S, K, V)
     ((), 1, 1, 1, 1),
@@ -148,3 +155,201 @@ def test_bad_masks_raise():
         scaled_dot_product_attention(queries, keys, values, mask=np.ones((3, 2), dtype=bool))
     with pytest.raises(ValueError, match="does not broadcast"):  # would silently add a batch dim
         scaled_dot_product_attention(queries, keys, values, mask=np.ones((5, 2, 3), dtype=bool))
+
+
+# --- the PyTorch version -------------------------------------------------------------------
+
+
+def _tensors(*arrays):
+    return tuple(torch.tensor(array) for array in arrays)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("shape", SHAPES)
+def test_torch_matches_numpy_and_pytorch(shape, seed):
+    queries, keys, values = _inputs(shape, seed)
+    output, weights = scaled_dot_product_attention_torch(*_tensors(queries, keys, values))
+    numpy_output, numpy_weights = scaled_dot_product_attention(queries, keys, values)
+    torch.testing.assert_close(output, torch.tensor(numpy_output), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights, torch.tensor(numpy_weights), rtol=1e-12, atol=1e-12)
+    expected = F.scaled_dot_product_attention(*_tensors(queries, keys, values))
+    torch.testing.assert_close(output, expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(
+    "mask_shape", [(5, 7), (1, 5, 7), (2, 5, 7), (2, 1, 7), (7,)], ids=lambda shape: str(shape)
+)
+def test_torch_mask_matches_numpy_and_pytorch(mask_shape, seed):
+    queries, keys, values = _inputs(((2,), 5, 7, 8, 3), seed)
+    mask = np.random.default_rng(seed + 10).random(mask_shape) < 0.7
+    mask[..., 0] = True  # every query keeps one key: PyTorch's own function gives NaN otherwise
+    output, weights = scaled_dot_product_attention_torch(
+        *_tensors(queries, keys, values), mask=torch.tensor(mask)
+    )
+    numpy_output, numpy_weights = scaled_dot_product_attention(queries, keys, values, mask=mask)
+    torch.testing.assert_close(output, torch.tensor(numpy_output), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights, torch.tensor(numpy_weights), rtol=1e-12, atol=1e-12)
+    expected = F.scaled_dot_product_attention(
+        *_tensors(queries, keys, values), attn_mask=torch.tensor(mask)
+    )
+    torch.testing.assert_close(output, expected, rtol=1e-10, atol=1e-12)
+    assert (weights[~torch.tensor(mask).expand_as(weights)] == 0).all()
+
+
+def test_torch_all_masked_row_gives_zeros_and_finite_gradients():
+    queries, keys, values = (
+        tensor.requires_grad_() for tensor in _tensors(*_inputs(((), 2, 3, 4, 4), 0))
+    )
+    mask = torch.tensor([[True, True, False], [False, False, False]])
+    output, weights = scaled_dot_product_attention_torch(queries, keys, values, mask=mask)
+    assert torch.equal(weights[1], torch.zeros(3)) and torch.equal(output[1], torch.zeros(4))
+    output.sum().backward()
+    for tensor in (queries, keys, values):
+        assert torch.isfinite(tensor.grad).all()
+    assert torch.equal(queries.grad[1], torch.zeros(4))  # the empty row depends on nothing
+
+
+def test_torch_does_not_overflow():
+    # q . k / sqrt(d_k) = 100 * 100 / 1 = 1e4 for key 0, 0 for key 1
+    queries = torch.tensor([[100.0]])
+    keys = torch.tensor([[100.0], [0.0]])
+    _, weights = scaled_dot_product_attention_torch(queries, keys, torch.eye(2))
+    torch.testing.assert_close(weights, torch.tensor([[1.0, 0.0]]))
+
+
+@pytest.mark.parametrize(
+    ("queries", "keys", "values", "message"),
+    [
+        (np.zeros(4), np.zeros((3, 4)), np.zeros((3, 4)), "queries must have shape"),
+        (np.zeros((2, 3, 4)), np.zeros((3, 4)), np.zeros((3, 4)), "same rank"),
+        (np.zeros((2, 4)), np.zeros((3, 5)), np.zeros((3, 4)), "must share K, got 4 and 5"),
+        (np.zeros((2, 4)), np.zeros((3, 4)), np.zeros((2, 4)), "must share S, got 3 and 2"),
+        (np.zeros((0, 4)), np.zeros((3, 4)), np.zeros((3, 4)), "empty input"),
+        (np.zeros((2, 4)), np.zeros((0, 4)), np.zeros((0, 4)), "empty input"),
+    ],
+)
+def test_torch_bad_shapes_raise_like_numpy(queries, keys, values, message):
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention_torch(*_tensors(queries, keys, values))
+
+
+def test_torch_bad_masks_raise():
+    queries, keys, values = _tensors(*_inputs(((), 2, 3, 4, 4), 0))
+    with pytest.raises(ValueError, match="mask must be a boolean tensor"):
+        scaled_dot_product_attention_torch(queries, keys, values, mask=torch.ones(2, 3))
+    with pytest.raises(ValueError, match="mask must be a boolean tensor"):
+        scaled_dot_product_attention_torch(queries, keys, values, mask=np.ones((2, 3), bool))
+    with pytest.raises(ValueError, match=r"does not broadcast to the scores' shape \(2, 3\)"):
+        scaled_dot_product_attention_torch(
+            queries, keys, values, mask=torch.ones(3, 2, dtype=torch.bool)
+        )
+    with pytest.raises(ValueError, match="does not broadcast"):
+        scaled_dot_product_attention_torch(
+            queries, keys, values, mask=torch.ones(5, 2, 3, dtype=torch.bool)
+        )
+
+
+# --- why divide by sqrt(d_k) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d_k", [1, 4, 16, 64, 256, 512])
+def test_unscaled_std_grows_like_sqrt_dk_and_scaled_stays_near_one(d_k):
+    unscaled, scaled = dot_product_std(d_k, samples=20_000, seed=d_k)
+    assert unscaled == pytest.approx(np.sqrt(d_k), rel=0.05)
+    assert scaled == pytest.approx(1.0, rel=0.05)
+    assert unscaled == pytest.approx(scaled * np.sqrt(d_k), rel=1e-12)
+
+
+def test_dot_product_std_is_seeded_and_rejects_bad_input():
+    assert dot_product_std(8, 100, seed=3) == dot_product_std(8, 100, seed=3)
+    assert dot_product_std(8, 100, seed=3) != dot_product_std(8, 100, seed=4)
+    for bad in ({"d_k": 0}, {"d_k": 2.5}, {"d_k": True}, {"d_k": 4, "samples": 0}):
+        with pytest.raises(ValueError, match="must be a positive int"):
+            dot_product_std(**{"samples": 10, **bad})
+    with pytest.raises(ValueError, match="at least 2"):
+        dot_product_std(4, samples=1)
+
+
+# --- one head as a module ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(
+    ("d_model", "d_k", "d_v", "bias"), [(4, 4, None, False), (8, 3, 5, True), (16, 16, 2, False)]
+)
+def test_self_attention_is_equation_one_with_its_projections(d_model, d_k, d_v, bias, seed):
+    config = SelfAttentionConfig(d_model=d_model, d_k=d_k, d_v=d_v, bias=bias)
+    head = SelfAttention(config, generator=torch.Generator().manual_seed(seed)).double()
+    x = torch.randn(2, 5, d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    output, weights = head(x)
+    assert output.shape == (2, 5, config.value_width) and weights.shape == (2, 5, 5)
+    projected = [
+        (x @ layer.weight.T + (layer.bias if bias else 0)).detach().numpy()
+        for layer in (head.W_Q, head.W_K, head.W_V)
+    ]  # X W for each of W_Q, W_K, W_V, by hand
+    expected, expected_weights = scaled_dot_product_attention(*projected)
+    torch.testing.assert_close(output, torch.tensor(expected), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights, torch.tensor(expected_weights), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_self_attention_is_permutation_equivariant(seed):
+    head = SelfAttention(SelfAttentionConfig(d_model=8, d_k=4), torch.Generator().manual_seed(seed))
+    x = torch.randn(1, 6, 8, generator=torch.Generator().manual_seed(seed + 50))
+    order = torch.randperm(6, generator=torch.Generator().manual_seed(seed + 100))
+    output, weights = head(x)
+    shuffled, shuffled_weights = head(x[:, order])
+    torch.testing.assert_close(shuffled, output[:, order])
+    torch.testing.assert_close(shuffled_weights, weights[:, order][:, :, order])
+
+
+def test_self_attention_initialisation_is_seeded_and_leaves_global_state_alone():
+    config = SelfAttentionConfig(d_model=8, d_k=4, bias=True)
+    state = torch.random.get_rng_state()
+    first = SelfAttention(config, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    second = SelfAttention(config, generator=torch.Generator().manual_seed(1))
+    for name, tensor in first.state_dict().items():
+        assert torch.equal(tensor, second.state_dict()[name])
+        assert tensor.abs().max() <= 1 / np.sqrt(8)  # PyTorch's default U(-1/sqrt(in), 1/sqrt(in))
+    assert not torch.equal(first.W_Q.weight, first.W_K.weight)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"d_model": 0}, "d_model must be a positive int"),
+        ({"d_k": 2.0}, "d_k must be a positive int"),
+        ({"d_v": -1}, "d_v must be a positive int"),
+    ],
+)
+def test_self_attention_config_rejects_bad_sizes(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SelfAttentionConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("x", "message"),
+    [
+        (torch.zeros(5, 8), r"x must have shape \(B, T, D\).*rank 2"),
+        (torch.zeros(1, 5, 7), "got last dimension 7"),
+        (torch.zeros(1, 0, 8), "x is empty"),
+        (torch.zeros(0, 3, 8), "x is empty"),
+        (np.zeros((1, 3, 8)), "x must be a tensor"),
+    ],
+)
+def test_self_attention_rejects_bad_input(x, message):
+    head = SelfAttention(SelfAttentionConfig(d_model=8, d_k=4))
+    with pytest.raises(ValueError, match=message):
+        head(x)
+
+
+def test_self_attention_causal_mask():
+    head = SelfAttention(SelfAttentionConfig(d_model=8, d_k=4), torch.Generator().manual_seed(0))
+    x = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(1))
+    causal = torch.ones(4, 4, dtype=torch.bool).tril()  # (T, T): True = may attend
+    _, weights = head(x, mask=causal)
+    assert (weights[:, ~causal] == 0).all()
+    torch.testing.assert_close(weights[:, 0, 0], torch.ones(2))
