@@ -93,23 +93,24 @@ def test_book_renderer_is_used_for_display():
         alt.renderers.enable(previous)
 
 
-def _shown_spec(view):
+def test_live_view_shows_the_bundle_of_its_chart():
+    view = widgets.live_positional_explorer(d_model=8, max_len=10)
     (output,) = view.output.outputs
-    html = output["data"]["text/html"]
-    return json.loads(re.search(r"\}\)\((\{.*\}), \{", html, re.DOTALL).group(1))
+    assert output["output_type"] == "display_data"
+    assert output["data"] == widgets.chart_bundle(view.chart)
 
 
 def test_live_explorer_redraws_when_a_control_changes():
     view = widgets.live_positional_explorer(d_model=8, max_len=10)
-    spec = _shown_spec(view)
+    spec = view.chart.to_dict()
     assert _params(spec)["d_model"]["value"] == 8
     view.controls["d_model"].value = 12
-    spec = _shown_spec(view)
+    spec = view.chart.to_dict()
     assert _params(spec)["d_model"]["bind"]["options"] == [12]
     (rows,) = [rows for rows in spec["datasets"].values() if "v" in rows[0]]
     assert len(rows) == 10 and len(rows[0]["v"]) == 12
     view.controls["max_len"].value = 4
-    assert _params(_shown_spec(view))["pos_b"]["value"] == 3  # start positions follow the length
+    assert _params(view.chart.to_dict())["pos_b"]["value"] == 3  # start positions follow the length
 
 
 def test_live_view_shows_errors_as_escaped_text_and_keeps_the_chart():

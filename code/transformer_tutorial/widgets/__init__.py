@@ -13,6 +13,19 @@ The pattern every explorer follows (see DESIGN.md, "Views"):
 so executing a notebook twice gives byte-identical outputs.
 """
 
+from transformer_tutorial.widgets.apple import (
+    AnchorPoint,
+    ShiftRecord,
+    apple_explorer,
+    apple_explorer_data,
+    live_apple_explorer,
+)
+from transformer_tutorial.widgets.attention import (
+    AttentionRecord,
+    attention_explorer,
+    attention_explorer_data,
+    live_attention_explorer,
+)
 from transformer_tutorial.widgets.live import LiveView
 from transformer_tutorial.widgets.positional import (
     live_positional_explorer,
@@ -20,10 +33,27 @@ from transformer_tutorial.widgets.positional import (
     positional_explorer_data,
 )
 from transformer_tutorial.widgets.render import chart_bundle, use_book_renderer
+from transformer_tutorial.widgets.rnn import (
+    gradient_explorer,
+    gradient_explorer_data,
+    live_gradient_explorer,
+)
 
 __all__ = [
+    "AnchorPoint",
+    "AttentionRecord",
     "LiveView",
+    "ShiftRecord",
+    "apple_explorer",
+    "apple_explorer_data",
+    "attention_explorer",
+    "attention_explorer_data",
     "chart_bundle",
+    "gradient_explorer",
+    "gradient_explorer_data",
+    "live_apple_explorer",
+    "live_attention_explorer",
+    "live_gradient_explorer",
     "live_positional_explorer",
     "positional_explorer",
     "positional_explorer_data",

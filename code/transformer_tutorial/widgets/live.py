@@ -14,7 +14,17 @@ import ipywidgets as ipw
 
 from transformer_tutorial.widgets.render import chart_bundle
 
-__all__ = ["LiveView"]
+__all__ = ["LiveView", "sentence_box"]
+
+
+def sentence_box(sentence: str) -> ipw.Text:
+    """A wide text box that reports its value when the reader presses Enter or leaves it."""
+    return ipw.Text(
+        value=sentence,
+        description="sentence",
+        continuous_update=False,
+        layout=ipw.Layout(width="36em"),
+    )
 
 
 class LiveView(ipw.VBox):
@@ -34,6 +44,7 @@ class LiveView(ipw.VBox):
             raise ValueError("controls is empty: a live view needs at least one input")
         self.controls = dict(controls)
         self.draw = draw
+        self.chart: alt.TopLevelMixin | None = None  # the chart shown now
         self.message = ipw.HTML()
         self.output = ipw.Output()
         for control in self.controls.values():
@@ -52,6 +63,7 @@ class LiveView(ipw.VBox):
             self.message.value = f'<span style="color:#D55E00">{html.escape(str(error))}</span>'
             return
         self.message.value = ""
+        self.chart = chart
         # Set the outputs directly rather than `with self.output: display(...)`: that routes
         # through the kernel's output capture, which nbval does not replay.
         self.output.outputs = (

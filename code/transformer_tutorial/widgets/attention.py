@@ -1,0 +1,299 @@
+"""The attention-heatmap explorer (chapters "Self-attention", "Multi-head attention" and later).
+
+Shows the attention weights of Vaswani et al. (2017), section 3.2.1, equation (1):
+``softmax(Q K^T / sqrt(d_k))``, one matrix per layer and head. Queries run down, keys across;
+row ``t`` says how much query token ``t`` takes from each key token, and sums to 1.
+
+The explorer takes :class:`AttentionRecord` s from *any* model that returns per-layer,
+per-head weights (a toy model trained in seconds, or a real pretrained encoder), so the same
+view serves every chapter. Menus pick the sentence, layer and head; below, the "all heads"
+grid shows every head of the chosen layer at once. All of it is Vega-Lite parameters, so it
+works on the static site; :func:`live_attention_explorer` adds a text box in a live kernel.
+
+Tokens are placed by *position*, never by text: "the" at position 0 and "the" at position 4
+are two different rows. Token text is always drawn as text (SVG text, escaped tooltips), so a
+sentence containing ``<b>x</b>`` shows those characters.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import altair as alt
+import numpy as np
+
+from transformer_tutorial.widgets.live import LiveView, sentence_box
+
+__all__ = [
+    "AttentionRecord",
+    "attention_explorer",
+    "attention_explorer_data",
+    "live_attention_explorer",
+]
+
+DECIMALS = 3  # weights shipped to the page: 0.001 is finer than any colour difference
+ROW_SUM_TOLERANCE = 1e-3  # rows of softmax weights must sum to 1 within this
+
+
+@dataclass
+class AttentionRecord:
+    """Attention weights of one sentence, for every layer and head of a model."""
+
+    label: str  # shown in the sentence/preset menu
+    tokens: list[str]  # query tokens, length T
+    weights: np.ndarray  # (layers, heads, T, S), each row sums to 1
+    key_tokens: list[str] | None = None  # length S; None means the same as tokens (self-attention)
+    layer_names: list[str] | None = None  # None -> "layer 1".."layer N"
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.tokens if self.key_tokens is None else self.key_tokens)
+
+    @property
+    def names(self) -> list[str]:
+        layers = np.shape(self.weights)[0]
+        if self.layer_names is None:
+            return [f"layer {index + 1}" for index in range(layers)]
+        return list(self.layer_names)
+
+
+def _check_record(record: AttentionRecord) -> np.ndarray:
+    """The record's weights as a float array, after every check; ValueError names what is wrong."""
+    where = f"record {record.label!r}"
+    if not isinstance(record.label, str) or not record.label.strip():
+        raise ValueError(f"record label must be a non-empty string, got {record.label!r}")
+    weights = np.asarray(record.weights, dtype=float)
+    if weights.ndim != 4:
+        raise ValueError(
+            f"{where}: weights must have shape (layers, heads, T, S), got shape {weights.shape}"
+        )
+    layers, _, queries, keys = weights.shape
+    if 0 in weights.shape:
+        raise ValueError(f"{where}: weights {weights.shape} are empty (layers, heads, T, S)")
+    if len(record.tokens) != queries:
+        raise ValueError(
+            f"{where}: {len(record.tokens)} tokens but weights have T = {queries} query rows "
+            f"(shape {weights.shape} is (layers, heads, T, S))"
+        )
+    if len(record.keys) != keys:
+        name = "tokens" if record.key_tokens is None else "key_tokens"
+        raise ValueError(
+            f"{where}: {len(record.keys)} {name} but weights have S = {keys} key columns "
+            f"(shape {weights.shape} is (layers, heads, T, S))"
+        )
+    if not all(isinstance(token, str) for token in [*record.tokens, *record.keys]):
+        raise ValueError(f"{where}: every token must be a string")
+    if record.layer_names is not None and len(record.layer_names) != layers:
+        raise ValueError(
+            f"{where}: {len(record.layer_names)} layer_names for {layers} layers in the weights"
+        )
+    if not np.isfinite(weights).all() or (weights < 0).any():
+        raise ValueError(f"{where}: weights must be finite and non-negative")
+    sums = weights.sum(axis=-1)  # (layers, heads, T)
+    worst = np.abs(sums - 1).max()
+    if worst > ROW_SUM_TOLERANCE:
+        layer, head, row = np.unravel_index(np.abs(sums - 1).argmax(), sums.shape)
+        raise ValueError(
+            f"{where}: every row of weights must sum to 1 (softmax output); layer {layer}, "
+            f"head {head}, query {row} sums to {sums[layer, head, row]:.4f}"
+        )
+    return weights
+
+
+def _check_records(records: Sequence[AttentionRecord]) -> list[np.ndarray]:
+    if len(records) == 0:
+        raise ValueError("records is empty: give at least one AttentionRecord")
+    labels = [record.label for record in records]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"record labels must be unique (they fill the menu); repeated: {repeated}")
+    arrays = [_check_record(record) for record in records]
+    first = arrays[0].shape[:2]
+    for record, weights in zip(records, arrays, strict=True):
+        if weights.shape[:2] != first:
+            raise ValueError(
+                f"every record needs the same (layers, heads) = {first}; record "
+                f"{record.label!r} has {weights.shape[:2]}"
+            )
+        if record.names != records[0].names:
+            raise ValueError(
+                f"every record needs the same layer_names; record {record.label!r} has "
+                f"{record.names}, the first has {records[0].names}"
+            )
+    return arrays
+
+
+def attention_explorer_data(records: Sequence[AttentionRecord]) -> dict[str, list[dict]]:
+    """The explorer's two datasets; validates the records first.
+
+    - ``"weights"``: one row per (record ``r``, layer ``l``, head ``h``, query ``q``) holding
+      that query's weights over every key as a list, ``{"r", "l", "h", "q", "w": [...]}``;
+    - ``"tokens"``: one row per record, ``{"r", "qt": [query tokens], "kt": [key tokens]}``.
+
+    Lists keep the page small; the chart unpacks them with Vega-Lite's ``flatten``.
+    """
+    arrays = _check_records(records)
+    weight_rows, token_rows = [], []
+    for r, (record, weights) in enumerate(zip(records, arrays, strict=True)):
+        rounded = np.round(weights, DECIMALS)  # (layers, heads, T, S)
+        layers, heads, queries, _ = rounded.shape
+        for layer in range(layers):
+            for head in range(heads):
+                for query in range(queries):
+                    weight_rows.append(
+                        {
+                            "r": r,
+                            "l": layer,
+                            "h": head,
+                            "q": query,
+                            "w": rounded[layer, head, query].tolist(),
+                        }
+                    )
+        token_rows.append({"r": r, "qt": list(record.tokens), "kt": record.keys})
+    return {"weights": weight_rows, "tokens": token_rows}
+
+
+def attention_explorer(
+    records: Sequence[AttentionRecord],
+    *,
+    title: str = "Attention weights: each row is one query token's weights over the key tokens",
+    start: int = 0,
+    start_layer: int = 0,
+    start_head: int = 0,
+) -> alt.VConcatChart:
+    """The explorer as one Vega-Lite chart: sentence, layer and head are browser-side parameters.
+
+    The top panel is the chosen head; the grid below shows every head of the chosen layer.
+    ``start``, ``start_layer`` and ``start_head`` are 0-based; the page counts from 1.
+    """
+    data = attention_explorer_data(records)
+    layers, heads = np.shape(records[0].weights)[:2]
+    for name, value, count in (
+        ("start", start, len(records)),
+        ("start_layer", start_layer, layers),
+        ("start_head", start_head, heads),
+    ):
+        if not 0 <= value < count:
+            raise ValueError(f"{name}={value} is outside 0..{count - 1}")
+
+    sentence = alt.param(
+        name="sentence",
+        value=start,
+        bind=alt.binding_select(
+            options=list(range(len(records))),
+            labels=[record.label for record in records],
+            name="sentence ",
+        ),
+    )
+    layer = alt.param(
+        name="layer",
+        value=start_layer,
+        bind=alt.binding_select(
+            options=list(range(layers)), labels=records[0].names, name="layer "
+        ),
+    )
+    head = alt.param(
+        name="head",
+        value=start_head + 1,  # the slider counts heads from 1, like the page
+        bind=alt.binding_range(min=1, max=heads, step=1, name="head "),
+    )
+
+    cells = (
+        alt.Chart(alt.InlineData(values=data["weights"]))
+        .transform_filter("datum.r == sentence && datum.l == layer")
+        .transform_lookup(
+            lookup="r",
+            from_=alt.LookupData(alt.InlineData(values=data["tokens"]), "r", ["qt", "kt"]),
+        )
+        .transform_calculate(k="sequence(0, length(datum.w))")
+        .transform_flatten(["w", "kt", "k"], as_=["weight", "key_token", "k"])
+        .transform_calculate(
+            query_token="datum.qt[datum.q]",
+            head_number="datum.h + 1",
+            query_label="datum.q + ': ' + datum.qt[datum.q]",
+            key_label="datum.k + ': ' + datum.key_token",
+        )
+    )
+    colour = alt.Color(
+        "weight:Q",
+        scale=alt.Scale(scheme="cividis", domain=[0, 1]),
+        legend=alt.Legend(title="weight", gradientLength=120),
+    )
+    tooltip = [
+        alt.Tooltip("query_label:N", title="query"),
+        alt.Tooltip("key_label:N", title="key"),
+        alt.Tooltip("weight:Q", title="weight", format=".3f"),
+        alt.Tooltip("head_number:O", title="head"),
+    ]
+    # Positions are the axis fields, so repeated tokens stay distinct; the labels show the text.
+    # Fixed label room (limit and extent): the layout stays put when the sentence changes.
+    query_axis = alt.Axis(
+        labelExpr="tokens_q[sentence][datum.value]", labelLimit=100, minExtent=105, maxExtent=105
+    )
+    key_axis = alt.Axis(
+        labelExpr="tokens_k[sentence][datum.value]",
+        labelAngle=-50,
+        labelLimit=100,
+        minExtent=80,
+        maxExtent=80,
+    )
+    tokens_q = alt.param(name="tokens_q", value=[list(record.tokens) for record in records])
+    tokens_k = alt.param(name="tokens_k", value=[record.keys for record in records])
+
+    main = (
+        cells.transform_filter("datum.h + 1 == head")
+        .mark_rect()
+        .encode(
+            x=alt.X("k:O", title="key (looked at)", axis=key_axis),
+            y=alt.Y("q:O", title="query (looking)", axis=query_axis),
+            color=colour,
+            tooltip=tooltip,
+        )
+        .properties(width=alt.Step(30), height=alt.Step(30), title="The chosen head")
+    )
+    small_axis_x = alt.Axis(
+        labelExpr="tokens_k[sentence][datum.value]",
+        labelAngle=-50,
+        labelLimit=70,
+        minExtent=58,
+        maxExtent=58,
+    )
+    small_axis_y = alt.Axis(
+        labelExpr="tokens_q[sentence][datum.value]", labelLimit=70, minExtent=75, maxExtent=75
+    )
+    grid = (
+        cells.mark_rect()
+        .encode(
+            x=alt.X("k:O", title=None, axis=small_axis_x),
+            y=alt.Y("q:O", title=None, axis=small_axis_y),
+            color=colour,
+            tooltip=tooltip,
+            stroke=alt.condition("datum.h + 1 == head", alt.value("#D55E00"), alt.value(None)),
+        )
+        .properties(width=alt.Step(11), height=alt.Step(11))
+        .facet(
+            facet=alt.Facet(
+                "head_number:O",
+                title="All heads of the chosen layer (the chosen head is outlined)",
+                header=alt.Header(labelExpr="'head ' + datum.value"),
+            ),
+            columns=min(heads, 6),
+        )
+    )
+    chart = alt.vconcat(main, grid, spacing=28, title=alt.Title(title, anchor="start"))
+    # Set the parameters directly: `add_params` cannot yet walk into a facet inside a concat.
+    chart.params = [param.param for param in (sentence, layer, head, tokens_q, tokens_k)]
+    return chart.configure_view(stroke=None)
+
+
+def live_attention_explorer(compute: Callable[[str], AttentionRecord], sentence: str) -> LiveView:
+    """In a kernel: type any sentence; ``compute`` turns it into a record and the chart redraws.
+
+    A ``ValueError`` from ``compute`` (say, an empty sentence) is shown as escaped text and
+    the previous chart stays.
+    """
+    controls = {"sentence": sentence_box(sentence)}
+
+    def draw(sentence: str) -> alt.TopLevelMixin:
+        return attention_explorer([compute(sentence)])
+
+    return LiveView(controls, draw)

@@ -1,0 +1,145 @@
+"""Tests for transformer_tutorial.widgets.apple: the "apple" embedding-shift explorer."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from transformer_tutorial import widgets
+
+ANCHORS = [
+    widgets.AnchorPoint("fruit", "fruit", (0.5, 3.0)),
+    widgets.AnchorPoint("juice", "fruit", (2.5, 0.5)),
+    widgets.AnchorPoint("mac", "technology", (6.0, 8.0)),
+    widgets.AnchorPoint("os", "technology", (7.5, 7.5)),
+]
+
+
+def _records():
+    return [
+        widgets.ShiftRecord(
+            "tech",
+            "apple",
+            np.array([[4.5, 4.5], [6.7, 6.5]]),
+            ["my", "apple", "os"],
+            np.array([0.1, 0.2, 0.7]),
+        ),
+        widgets.ShiftRecord(
+            "fruit",
+            "apple",
+            np.array([[4.5, 4.5], [3.5, 3.0], [2.0, 1.5]]),
+            ["apple", "juice"],
+            np.array([0.25, 0.75]),
+        ),
+    ]
+
+
+def _params(spec):
+    return {param["name"]: param for param in spec["params"]}
+
+
+def test_data_equals_the_inputs():
+    data = widgets.apple_explorer_data(_records(), ANCHORS)
+    assert [(row["word"], row["group"], row["x"], row["y"]) for row in data["anchors"]] == [
+        ("fruit", "fruit", 0.5, 3.0),
+        ("juice", "fruit", 2.5, 0.5),
+        ("mac", "technology", 6.0, 8.0),
+        ("os", "technology", 7.5, 7.5),
+    ]
+    assert [(row["r"], row["step"], row["x"], row["y"]) for row in data["paths"]] == [
+        (0, 0, 4.5, 4.5),
+        (0, 1, 6.7, 6.5),
+        (1, 0, 4.5, 4.5),
+        (1, 1, 3.5, 3.0),
+        (1, 2, 2.0, 1.5),
+    ]
+    tech, fruit = data["ends"]
+    assert (tech["x0"], tech["y0"], tech["x1"], tech["y1"]) == (4.5, 4.5, 6.7, 6.5)
+    # the arrowhead turns clockwise from "up" toward the direction of the last step
+    assert tech["angle"] == pytest.approx(np.degrees(np.arctan2(2.2, 2.0)), abs=0.05)
+    assert fruit["angle"] == pytest.approx(np.degrees(np.arctan2(-1.5, -1.5)), abs=0.05)
+    assert data["attention"][1] == {"r": 1, "tokens": ["apple", "juice"], "a": [0.25, 0.75]}
+
+
+def test_preset_menu_is_a_browser_side_parameter():
+    spec = widgets.apple_explorer(_records(), ANCHORS, start=1).to_dict()
+    preset = _params(spec)["preset"]
+    assert preset["value"] == 1
+    assert preset["bind"]["options"] == [0, 1]
+    assert preset["bind"]["labels"] == ["tech", "fruit"]
+    assert _params(spec)["attention_tokens"]["value"] == [["my", "apple", "os"], ["apple", "juice"]]
+    text = json.dumps(spec)
+    assert "datum.r == preset" in text and "datum.r != preset" in text
+    # one square domain on both axes, so angles and distances are true to the data
+    domains = re.findall(r'"domain": \[(-?[0-9.]+), (-?[0-9.]+)\]', text)
+    assert len(set(domains)) == 2  # the plane's (x and y share one) and the weight axis [0, 1]
+
+
+def test_without_attention_there_is_no_bar_panel():
+    record = widgets.ShiftRecord("only points", "apple", np.array([[0.0, 0.0], [1.0, 1.0]]))
+    spec = widgets.apple_explorer([record], ANCHORS).to_dict()
+    assert len(spec["hconcat"]) == 1
+
+
+def test_close_anchor_labels_are_spread():
+    crowded = [widgets.AnchorPoint(word, "g", (1.0, 1.0)) for word in ("a", "b", "c")]
+    spec = widgets.apple_explorer(_records()[:1], crowded).to_dict()
+    (rows,) = [rows for rows in spec["datasets"].values() if rows and "label_y" in rows[0]]
+    heights = sorted(row["label_y"] for row in rows)
+    assert heights[0] < heights[1] < heights[2]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"trajectory": np.zeros((1, 2))}, r"shape \(n >= 2, 2\)"),
+        ({"trajectory": np.zeros((2, 3))}, r"shape \(n >= 2, 2\)"),
+        ({"trajectory": np.array([[0.0, np.nan], [1, 1]])}, "finite"),
+        ({"attention": None}, "both tokens and attention"),
+        ({"attention": np.array([0.5, 0.5])}, r"shape \(T,\) = \(3,\)"),
+        ({"attention": np.array([0.5, 0.5, 0.5])}, "sum to 1"),
+    ],
+)
+def test_bad_records_are_refused(change, message):
+    record = _records()[0]
+    for name, value in change.items():
+        setattr(record, name, value)
+    with pytest.raises(ValueError, match=message):
+        widgets.apple_explorer([record], ANCHORS)
+
+
+def test_bad_collections_are_refused():
+    with pytest.raises(ValueError, match="records is empty"):
+        widgets.apple_explorer([], ANCHORS)
+    with pytest.raises(ValueError, match="anchors is empty"):
+        widgets.apple_explorer(_records(), [])
+    with pytest.raises(ValueError, match=r"repeated: \['tech'\]"):
+        widgets.apple_explorer([_records()[0], _records()[0]], ANCHORS)
+    with pytest.raises(ValueError, match="must be 2 finite numbers"):
+        widgets.apple_explorer(_records(), [widgets.AnchorPoint("x", "g", (1.0, 2.0, 3.0))])
+    with pytest.raises(ValueError, match="start=2 is outside"):
+        widgets.apple_explorer(_records(), ANCHORS, start=2)
+
+
+def test_bundle_is_deterministic():
+    first = widgets.chart_bundle(widgets.apple_explorer(_records(), ANCHORS))
+    assert first == widgets.chart_bundle(widgets.apple_explorer(_records(), ANCHORS))
+    assert len(first["text/html"].encode()) < 50_000
+
+
+def test_live_explorer_recomputes_and_escapes_errors():
+    def compute(sentence):
+        words = sentence.split()
+        if "apple" not in words:
+            raise ValueError(f"'apple' is not in {sentence!r}")
+        return widgets.ShiftRecord(sentence, "apple", np.array([[0.0, 0.0], [len(words), 1.0]]))
+
+    view = widgets.live_apple_explorer(compute, ANCHORS, "my apple")
+    assert _params(view.chart.to_dict())["preset"]["bind"]["labels"] == ["my apple"]
+    view.controls["sentence"].value = "apple <b>x</b> os"
+    assert _params(view.chart.to_dict())["preset"]["bind"]["labels"] == ["apple <b>x</b> os"]
+    before = view.output.outputs
+    view.controls["sentence"].value = "<i>pear</i>"
+    assert "&lt;i&gt;pear&lt;/i&gt;" in view.message.value and "<i>" not in view.message.value
+    assert view.output.outputs == before

@@ -1,0 +1,170 @@
+"""Tests for transformer_tutorial.widgets.attention: the attention-heatmap explorer."""
+
+import json
+
+import ipywidgets as ipw
+import numpy as np
+import pytest
+
+from transformer_tutorial import widgets
+from transformer_tutorial.attention import softmax
+from transformer_tutorial.widgets.attention import DECIMALS
+
+
+def _record(
+    label="a sentence",
+    tokens=("the", "cat", "saw", "the", "dog"),
+    layers=2,
+    heads=3,
+    seed=0,
+    **kwargs,
+):
+    rng = np.random.default_rng(seed)
+    keys = kwargs.get("key_tokens") or tokens
+    weights = softmax(rng.normal(size=(layers, heads, len(tokens), len(keys))))  # (L, H, T, S)
+    return widgets.AttentionRecord(label, list(tokens), weights, **kwargs)
+
+
+def _params(spec):
+    return {param["name"]: param for param in spec["params"]}
+
+
+def test_data_holds_every_weight_of_every_record():
+    records = [_record("first"), _record("second", tokens=("i", "eat", "pizza"), seed=1)]
+    data = widgets.attention_explorer_data(records)
+    assert len(data["weights"]) == 2 * 3 * 5 + 2 * 3 * 3  # one row per (layer, head, query)
+    for row in data["weights"]:
+        expected = records[row["r"]].weights[row["l"], row["h"], row["q"]]
+        np.testing.assert_allclose(row["w"], expected, atol=10**-DECIMALS / 2)
+    assert data["tokens"] == [
+        {
+            "r": 0,
+            "qt": ["the", "cat", "saw", "the", "dog"],
+            "kt": ["the", "cat", "saw", "the", "dog"],
+        },
+        {"r": 1, "qt": ["i", "eat", "pizza"], "kt": ["i", "eat", "pizza"]},
+    ]
+
+
+def test_cross_attention_keeps_its_key_tokens():
+    record = _record(tokens=("le", "chat"), key_tokens=["the", "black", "cat"])
+    (tokens,) = widgets.attention_explorer_data([record])["tokens"]
+    assert tokens["kt"] == ["the", "black", "cat"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"weights": np.ones((2, 5, 5)) / 5}, r"shape \(layers, heads, T, S\)"),
+        ({"tokens": ["a", "b"]}, "2 tokens but weights have T = 5"),
+        ({"key_tokens": ["a"]}, "1 key_tokens but weights have S = 5"),
+        ({"weights": np.full((1, 1, 5, 5), 0.3)}, "must sum to 1"),
+        ({"weights": -np.eye(5)[None, None]}, "finite and non-negative"),
+        ({"weights": np.zeros((1, 0, 5, 5))}, "are empty"),
+        ({"layer_names": ["only one"]}, "1 layer_names for 2 layers"),
+        ({"label": ""}, "non-empty string"),
+    ],
+)
+def test_bad_records_are_refused(change, message):
+    record = _record()
+    for name, value in change.items():
+        setattr(record, name, value)
+    with pytest.raises(ValueError, match=message):
+        widgets.attention_explorer([record])
+
+
+def test_records_must_be_compatible_and_uniquely_labelled():
+    with pytest.raises(ValueError, match="records is empty"):
+        widgets.attention_explorer([])
+    with pytest.raises(ValueError, match=r"unique .*\['same'\]"):
+        widgets.attention_explorer([_record("same"), _record("same")])
+    with pytest.raises(ValueError, match=r"same \(layers, heads\)"):
+        widgets.attention_explorer([_record("a"), _record("b", heads=2)])
+
+
+def test_controls_are_browser_side_parameters():
+    records = [_record("first"), _record("second", seed=1), _record("third", seed=2)]
+    spec = widgets.attention_explorer(records, start=1, start_layer=1, start_head=2).to_dict()
+    params = _params(spec)
+    assert params["sentence"]["value"] == 1
+    assert params["sentence"]["bind"]["options"] == [0, 1, 2]
+    assert params["sentence"]["bind"]["labels"] == ["first", "second", "third"]
+    assert params["layer"]["value"] == 1
+    assert params["layer"]["bind"]["labels"] == ["layer 1", "layer 2"]
+    assert params["head"]["value"] == 3  # counted from 1 on the page
+    assert (params["head"]["bind"]["min"], params["head"]["bind"]["max"]) == (1, 3)
+    assert params["tokens_q"]["value"][0] == ["the", "cat", "saw", "the", "dog"]
+    text = json.dumps(spec)
+    for expression in ("datum.r == sentence && datum.l == layer", "datum.h + 1 == head"):
+        assert expression in text
+    assert '"scheme": "cividis"' in text and '"domain": [0, 1]' in text
+    # the all-heads grid: a facet over heads inside the concatenation
+    assert any("facet" in panel for panel in spec["vconcat"])
+
+
+def test_repeated_tokens_are_distinct_cells():
+    spec = widgets.attention_explorer([_record()]).to_dict()
+    text = json.dumps(spec)
+    # the axes are positions (q, k), labelled with the text; the tooltip names both
+    assert '"field": "q"' in text and '"field": "k"' in text
+    assert "datum.q + ': ' + datum.qt[datum.q]" in text
+
+
+@pytest.mark.parametrize(("name", "value"), [("start", 3), ("start_layer", 2), ("start_head", -1)])
+def test_start_values_are_checked(name, value):
+    with pytest.raises(ValueError, match=f"{name}={value} is outside"):
+        widgets.attention_explorer([_record()], **{name: value})
+
+
+def test_layer_names_fill_the_menu():
+    record = _record(layer_names=["embedding mix", "top"])
+    spec = widgets.attention_explorer([record]).to_dict()
+    assert _params(spec)["layer"]["bind"]["labels"] == ["embedding mix", "top"]
+
+
+def test_markup_in_tokens_stays_data():
+    record = _record(label="<b>bold</b>", tokens=("<b>x</b>", "&", "y"))
+    bundle = widgets.chart_bundle(widgets.attention_explorer([record]))
+    # JSON inside the script: the text is data for Vega (SVG text, escaped tooltips), not HTML
+    assert '"<b>x</b>"' in bundle["text/html"]
+    assert "<b>x</b></" not in bundle["text/html"].split("<script")[0]
+
+
+def test_bundle_is_deterministic_and_small():
+    records = [
+        _record(
+            f"sentence {i}", tokens=tuple(f"w{j}" for j in range(15)), layers=6, heads=12, seed=i
+        )
+        for i in range(4)
+    ]
+    first = widgets.chart_bundle(widgets.attention_explorer(records))
+    assert first == widgets.chart_bundle(widgets.attention_explorer(records))
+    size = len(first["text/html"].encode())
+    assert size < 1_000_000, f"4 sentences × 6 layers × 12 heads × 15 tokens take {size} bytes"
+
+
+def test_live_explorer_recomputes_from_the_text_box():
+    def compute(sentence):
+        words = sentence.split()
+        if not words:
+            raise ValueError("sentence has no words")
+        weights = np.full((1, 2, len(words), len(words)), 1 / len(words))
+        return widgets.AttentionRecord(sentence, words, weights)
+
+    view = widgets.live_attention_explorer(compute, "a b c")
+    assert _params(view.chart.to_dict())["tokens_q"]["value"] == [["a", "b", "c"]]
+    view.controls["sentence"].value = "<b>x</b> y"
+    assert _params(view.chart.to_dict())["tokens_q"]["value"] == [["<b>x</b>", "y"]]
+    before = view.output.outputs
+    view.controls["sentence"].value = "   "
+    assert "sentence has no words" in view.message.value
+    assert view.output.outputs == before
+    assert isinstance(view.controls["sentence"], ipw.Text)
+
+
+def test_live_message_escapes_markup():
+    def compute(sentence):
+        raise ValueError(f"unknown word {sentence}")
+
+    view = widgets.live_attention_explorer(compute, "<b>x</b>")
+    assert "&lt;b&gt;x&lt;/b&gt;" in view.message.value and "<b>x" not in view.message.value
