@@ -63,7 +63,10 @@ TIMEOUT_MS = 15_000
 # shows math. Each page gets the load, math and image checks; a new chapter is one more line.
 PAGES = {
     "chapters/index.html": True,
+    "chapters/01_why_not_rnns.html": True,
     "chapters/03_positional_encoding.html": True,
+    "chapters/04_self_attention.html": True,
+    "chapters/05_multi_head_attention.html": True,
     "chapters/bibliography.html": False,
 }
 # Pages with the positional-encoding explorer; a later explorer gets tests of its own.
