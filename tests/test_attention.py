@@ -12,6 +12,7 @@ from transformer_tutorial.attention import (
     scaled_dot_product_attention,
     scaled_dot_product_attention_torch,
     softmax,
+    softmax_saturation,
 )
 
 SHAPES = [  # (leading dims, T, S, K, V)
@@ -353,3 +354,35 @@ def test_self_attention_causal_mask():
     _, weights = head(x, mask=causal)
     assert (weights[:, ~causal] == 0).all()
     torch.testing.assert_close(weights[:, 0, 0], torch.ones(2))
+
+
+def test_softmax_saturation_unscaled_collapses_scaled_does_not():
+    top_1, gradient_1 = softmax_saturation(1, scaled=False)
+    assert (top_1, gradient_1) == softmax_saturation(1, scaled=True)  # sqrt(1) = 1
+    unscaled = [softmax_saturation(d, scaled=False) for d in (4, 64, 512)]
+    scaled = [softmax_saturation(d, scaled=True) for d in (4, 64, 512)]
+    # unscaled: the largest weight heads for 1 and the gradient for 0 as d_k grows
+    assert unscaled[0][0] < unscaled[1][0] < unscaled[2][0] and unscaled[2][0] > 0.9
+    assert unscaled[0][1] > unscaled[1][1] > unscaled[2][1] and unscaled[2][1] < 0.1
+    # scaled: both stay where they are at d_k = 1
+    for top, gradient in scaled:
+        assert top == pytest.approx(top_1, abs=0.07)
+        assert gradient == pytest.approx(gradient_1, abs=0.03)
+
+
+def test_softmax_saturation_jacobian_matches_autograd():
+    weights_top, gradient = softmax_saturation(3, scaled=True, rows=1, keys=4, seed=5)
+    rng = np.random.default_rng(5)
+    query = rng.standard_normal((1, 1, 3))
+    keys = rng.standard_normal((1, 4, 3))
+    scores = torch.tensor((query @ keys.transpose(0, 2, 1))[0, 0] / np.sqrt(3))
+    jacobian = torch.autograd.functional.jacobian(lambda x: torch.softmax(x, -1), scores)
+    assert gradient == pytest.approx(torch.linalg.norm(jacobian).item(), rel=1e-10)
+    assert weights_top == pytest.approx(torch.softmax(scores, -1).max().item(), rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [{"d_k": 0}, {"d_k": 2.5}, {"rows": 0}, {"keys": -1}])
+def test_softmax_saturation_rejects_bad_input(bad):
+    arguments = {"d_k": 4, "scaled": True} | bad
+    with pytest.raises(ValueError, match="must be a positive int"):
+        softmax_saturation(**arguments)

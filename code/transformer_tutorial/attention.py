@@ -29,6 +29,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_torch",
     "softmax",
+    "softmax_saturation",
 ]
 
 
@@ -171,6 +172,29 @@ def dot_product_std(d_k: int, samples: int = 10_000, seed: int = 0) -> tuple[flo
     keys = rng.standard_normal((samples, d_k))  # (N, K)
     dots = np.einsum("nk,nk->n", queries, keys)  # (N,): one q . k per pair
     return float(dots.std()), float((dots / np.sqrt(d_k)).std())
+
+
+def softmax_saturation(
+    d_k: int, *, scaled: bool, rows: int = 1000, keys: int = 10, seed: int = 0
+) -> tuple[float, float]:
+    """What unscaled scores do to the softmax, measured: ``(largest weight, gradient size)``.
+
+    For ``rows`` queries, each scored against ``keys`` random keys (entries standard normal,
+    width ``d_k``), returns the mean of each row's largest weight and the mean Frobenius norm of
+    the softmax's Jacobian ``diag(p) - p p^T``, which is how strongly the weights respond to
+    the scores. As ``p`` nears one-hot the Jacobian nears zero and learning stalls; dividing by
+    ``sqrt(d_k)`` (``scaled=True``) keeps both numbers the same at every width.
+    """
+    for name, value in (("d_k", d_k), ("rows", rows), ("keys", keys)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    rng = np.random.default_rng(seed)
+    queries = rng.standard_normal((rows, 1, d_k))  # (N, 1, K): one query per row
+    key_vectors = rng.standard_normal((rows, keys, d_k))  # (N, S, K)
+    scores = (queries @ key_vectors.transpose(0, 2, 1))[:, 0]  # (N, 1, S) -> (N, S)
+    weights = softmax(scores / np.sqrt(d_k) if scaled else scores)  # (N, S)
+    jacobian = weights[:, :, None] * np.eye(keys) - weights[:, :, None] * weights[:, None, :]
+    return float(weights.max(axis=1).mean()), float(np.linalg.norm(jacobian, axis=(1, 2)).mean())
 
 
 @dataclass
