@@ -15,6 +15,15 @@ from transformer_tutorial.attention import (
     softmax_saturation,
 )
 
+BAD_SHAPES = [  # (queries, keys, values, the error it must raise), for NumPy and torch alike
+    (np.zeros(4), np.zeros((3, 4)), np.zeros((3, 4)), "queries must have shape"),
+    (np.zeros((2, 3, 4)), np.zeros((3, 4)), np.zeros((3, 4)), "same rank"),
+    (np.zeros((2, 4)), np.zeros((3, 5)), np.zeros((3, 4)), "must share K, got 4 and 5"),
+    (np.zeros((2, 4)), np.zeros((3, 4)), np.zeros((2, 4)), "must share S, got 3 and 2"),
+    (np.zeros((0, 4)), np.zeros((3, 4)), np.zeros((3, 4)), "empty input"),
+    (np.zeros((2, 4)), np.zeros((0, 4)), np.zeros((0, 4)), "empty input"),
+]
+
 SHAPES = [  # (leading dims, T, S, K, V)
     ((), 1, 1, 1, 1),
     ((), 3, 3, 4, 4),
@@ -132,17 +141,7 @@ def test_all_masked_row_gives_zeros_not_nan():
     np.testing.assert_array_equal(output[1], 0.0)
 
 
-@pytest.mark.parametrize(
-    ("queries", "keys", "values", "message"),
-    [
-        (np.zeros(4), np.zeros((3, 4)), np.zeros((3, 4)), "queries must have shape"),
-        (np.zeros((2, 3, 4)), np.zeros((3, 4)), np.zeros((3, 4)), "same rank"),
-        (np.zeros((2, 4)), np.zeros((3, 5)), np.zeros((3, 4)), "must share K, got 4 and 5"),
-        (np.zeros((2, 4)), np.zeros((3, 4)), np.zeros((2, 4)), "must share S, got 3 and 2"),
-        (np.zeros((0, 4)), np.zeros((3, 4)), np.zeros((3, 4)), "empty input"),
-        (np.zeros((2, 4)), np.zeros((0, 4)), np.zeros((0, 4)), "empty input"),
-    ],
-)
+@pytest.mark.parametrize(("queries", "keys", "values", "message"), BAD_SHAPES)
 def test_bad_shapes_raise(queries, keys, values, message):
     with pytest.raises(ValueError, match=message):
         scaled_dot_product_attention(queries, keys, values)
@@ -219,17 +218,7 @@ def test_torch_does_not_overflow():
     torch.testing.assert_close(weights, torch.tensor([[1.0, 0.0]]))
 
 
-@pytest.mark.parametrize(
-    ("queries", "keys", "values", "message"),
-    [
-        (np.zeros(4), np.zeros((3, 4)), np.zeros((3, 4)), "queries must have shape"),
-        (np.zeros((2, 3, 4)), np.zeros((3, 4)), np.zeros((3, 4)), "same rank"),
-        (np.zeros((2, 4)), np.zeros((3, 5)), np.zeros((3, 4)), "must share K, got 4 and 5"),
-        (np.zeros((2, 4)), np.zeros((3, 4)), np.zeros((2, 4)), "must share S, got 3 and 2"),
-        (np.zeros((0, 4)), np.zeros((3, 4)), np.zeros((3, 4)), "empty input"),
-        (np.zeros((2, 4)), np.zeros((0, 4)), np.zeros((0, 4)), "empty input"),
-    ],
-)
+@pytest.mark.parametrize(("queries", "keys", "values", "message"), BAD_SHAPES)
 def test_torch_bad_shapes_raise_like_numpy(queries, keys, values, message):
     with pytest.raises(ValueError, match=message):
         scaled_dot_product_attention_torch(*_tensors(queries, keys, values))

@@ -30,11 +30,9 @@ from transformer_tutorial.embedding_shift import (
 )
 
 
-@pytest.fixture(scope="module")
-def apple_model():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the chapter, after set_seed
-    model, losses = train_toy_model(
+def _train_apple_model():
+    """The apple model with the chapter's settings."""
+    return train_toy_model(
         apple_config(),
         apple_corpus(600, seed=1),
         steps=120,
@@ -42,6 +40,13 @@ def apple_model():
         weight_decay=0.1,
         seed=0,
     )
+
+
+@pytest.fixture(scope="module")
+def apple_model():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the chapter, after set_seed
+    model, losses = _train_apple_model()
     torch.set_num_threads(threads)
     return model, losses
 
@@ -151,14 +156,7 @@ def test_apple_model_starts_from_the_reference_picture():
 
 def test_training_is_reproducible(apple_model):
     _, losses = apple_model
-    _, again = train_toy_model(
-        apple_config(),
-        apple_corpus(600, seed=1),
-        steps=120,
-        learning_rate=0.03,
-        weight_decay=0.1,
-        seed=0,
-    )
+    _, again = _train_apple_model()
     assert losses == again
     assert losses[-1] < 0.05 < losses[0]
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from transformer_tutorial.plots import OKABE_ITO
 from transformer_tutorial.widgets.live import LiveView, sentence_box
+from transformer_tutorial.widgets.render import sentence_menu
 
 __all__ = [
     "AnchorPoint",
@@ -186,15 +187,7 @@ def apple_explorer(
         raise ValueError(f"start={start} is outside 0..{len(records) - 1}")
     domain = _domain(data)
     _spread_labels(data["anchors"], domain, PLANE_SIZE)
-    preset = alt.param(
-        name="preset",
-        value=start,
-        bind=alt.binding_select(
-            options=list(range(len(records))),
-            labels=[record.label for record in records],
-            name="sentence ",
-        ),
-    )
+    preset = sentence_menu("preset", [record.label for record in records], start)
 
     def position(x_field: str, y_field: str) -> dict:
         scale = alt.Scale(domain=domain, nice=False)

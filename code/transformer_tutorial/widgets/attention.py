@@ -22,6 +22,7 @@ import altair as alt
 import numpy as np
 
 from transformer_tutorial.widgets.live import LiveView, sentence_box
+from transformer_tutorial.widgets.render import sentence_menu
 
 __all__ = [
     "AttentionRecord",
@@ -175,15 +176,7 @@ def attention_explorer(
         if not 0 <= value < count:
             raise ValueError(f"{name}={value} is outside 0..{count - 1}")
 
-    sentence = alt.param(
-        name="sentence",
-        value=start,
-        bind=alt.binding_select(
-            options=list(range(len(records))),
-            labels=[record.label for record in records],
-            name="sentence ",
-        ),
-    )
+    sentence = sentence_menu("sentence", [record.label for record in records], start)
     layer = alt.param(
         name="layer",
         value=start_layer,

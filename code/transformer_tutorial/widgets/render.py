@@ -9,12 +9,13 @@ it does not; that is Altair's "universal" template.
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import altair as alt
 from altair.utils.html import spec_to_html
 
-__all__ = ["EMBED_OPTIONS", "chart_bundle", "use_book_renderer"]
+__all__ = ["EMBED_OPTIONS", "chart_bundle", "sentence_menu", "use_book_renderer"]
 
 RENDERER_NAME = "transformer_tutorial"
 # SVG puts every mark in the DOM (tests can read it), and the action menu would link to an
@@ -62,3 +63,14 @@ def use_book_renderer() -> None:
     if RENDERER_NAME not in alt.renderers.names():
         alt.renderers.register(RENDERER_NAME, _bundle_from_spec)
     alt.renderers.enable(RENDERER_NAME)
+
+
+def sentence_menu(name: str, labels: Sequence[str], start: int) -> alt.Parameter:
+    """A browser-side menu over presets: the parameter ``name`` holds the chosen index."""
+    return alt.param(
+        name=name,
+        value=start,
+        bind=alt.binding_select(
+            options=list(range(len(labels))), labels=list(labels), name="sentence "
+        ),
+    )
