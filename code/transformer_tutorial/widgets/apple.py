@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 DECIMALS = 3
-PLANE_SIZE = 380  # pixels; the plane is square so angles and distances look right
+PLANE_SIZE = 340  # pixels; the plane is square so angles and distances look right
 
 
 @dataclass
@@ -314,10 +314,10 @@ def apple_explorer(
                     alt.Tooltip("weight:Q", format=".3f"),
                 ],
             )
-            .properties(width=200, height=alt.Step(22), title="What the word attended to")
+            .properties(width=170, height=alt.Step(22), title="What the word attended to")
         )
         panels.append(bars)
-    chart = alt.hconcat(*panels, spacing=30, title=alt.Title(title, anchor="start"))
+    chart = alt.hconcat(*panels, spacing=24, title=alt.Title(title, anchor="start"))
     token_lists = [list(record.tokens or []) for record in records]
     chart.params = [preset.param, alt.param(name="attention_tokens", value=token_lists).param]
     return chart.configure_view(stroke=None)
