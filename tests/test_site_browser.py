@@ -9,23 +9,29 @@ with no local copy fails the test with its URL; any other off-host request is lo
 aborted.
 
 Each page must load without console errors or failed requests, render all its math with
-MathJax, load every image, and (chapter pages) draw the interactive Vega explorer, which must
-redraw when its controls change. Screenshots go to ``_build/screenshots/``.
+MathJax, load every image, and (chapter pages) draw their interactive Vega explorers, which must
+redraw when their controls change and show the text they are given as text, never as markup.
+Each page, with the local images it shows, must stay light enough for a slow connection.
+Screenshots go to ``_build/screenshots/``.
 """
 
 import base64
 import hashlib
 import json
+import math
 import mimetypes
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from functools import cache, partial
+from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import TypeVar
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from playwright.sync_api import (
@@ -388,6 +394,26 @@ def visits(browser, site_url):
         opened_visit.page.context.close()
 
 
+@pytest.fixture(scope="session")
+def driven(browser, site_url):
+    """Each page opened once more, shared by the tests that drive its explorers' controls.
+
+    Such a test changes each control from whatever value it finds there, so the tests sharing a
+    page pass in any order; the page the reading tests share is left as it loaded.
+    """
+    opened: dict[str, Visit] = {}
+
+    def visit(path: str) -> Visit:
+        if path not in opened:
+            opened[path] = _open(browser, site_url, path)
+        return opened[path]
+
+    yield visit
+    for opened_visit in opened.values():
+        print(opened_visit.log())
+        opened_visit.page.context.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Every page
 
@@ -509,7 +535,8 @@ def _label(chart: Locator) -> str:
 
 def _control(chart: Locator, name: str, kind: str) -> Locator:
     """The bound ``kind`` element (``select``, ``input[type=range]``) labelled ``name``."""
-    control = chart.locator(".vega-bindings .vega-bind").filter(has_text=name).locator(kind)
+    label = chart.page.locator(".vega-bind-name", has_text=name)  # not its options' text
+    control = chart.locator(".vega-bindings .vega-bind").filter(has=label).locator(kind)
     assert control.count() == 1, f"no {kind} named {name!r} in the chart's bindings"
     return control
 
@@ -623,3 +650,470 @@ def test_explorer_follows_its_controls(browser, site_url, path):
     finally:
         print(visit.log())
         visit.page.context.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The attention explorers (chapters 4 and 5), the apple explorer (chapter 4) and the gradient
+# explorer (chapter 1). A chart is found by a title it shows, a view of it by the view's title.
+
+SELF_ATTENTION = "chapters/04_self_attention.html"
+MULTI_HEAD = "chapters/05_multi_head_attention.html"
+WHY_NOT_RNNS = "chapters/01_why_not_rnns.html"
+
+Snapshot = TypeVar("Snapshot")
+
+
+@dataclass(frozen=True)
+class AttentionExplorer:
+    sentences: int  # options of the sentence menu
+    layers: int  # options of the layer menu
+    heads: int  # the head slider runs 1 .. heads; the grid shows one small heatmap per head
+
+
+ATTENTION_EXPLORERS = {
+    SELF_ATTENTION: AttentionExplorer(sentences=6, layers=2, heads=2),
+    MULTI_HEAD: AttentionExplorer(sentences=5, layers=1, heads=4),
+}
+CHOSEN_HEAD = re.compile(r"^The chosen head$")  # the big heatmap's title
+ALL_HEADS = re.compile(r"^All heads of the chosen layer")  # the grid of small heatmaps (a facet)
+HEAD_TITLE = re.compile(r"^head (\d+)$")  # each small heatmap's title
+OUTLINE = "#D55E00"  # the stroke around the chosen head's small heatmap
+# Chapter 4's last sentence has a token that is HTML markup, which the page must show as text.
+MARKUP_TOKEN = "<b>cat</b>"
+
+APPLE = re.compile(r"^Static vector")  # the apple explorer's plane of word vectors
+APPLE_BARS = re.compile(r"^Where it looked$")  # its bar chart of attention weights
+# The two ends of the arrow are found by their tooltip titles, which Vega repeats in each mark's
+# aria-label: the static vector of "apple" (a hollow circle), its vector in context (a triangle).
+STATIC_POINT = "static x:"
+CONTEXT_POINT = "in context x:"
+OTHER_SENSE = "technology"  # the menu's presets for the other sense of "apple" start with this
+
+GRADIENT = re.compile(r"^How much gradient survives")
+GRADIENT_LABEL = "gradient reaching the first token"
+
+
+def _chart(page: Page, title: str | re.Pattern[str]) -> Locator:
+    """The one Vega chart on ``page`` that shows ``title`` (its own or a view's), once drawn."""
+    charts = page.locator(".vega-embed").filter(
+        has=page.locator("svg g.role-title", has_text=title)
+    )
+    try:
+        charts.first.wait_for(state="visible")
+    except PlaywrightTimeoutError:
+        shown = page.locator(".vega-embed g.role-title").all_text_contents()
+        pytest.fail(f"no Vega chart titled {title!r} drawn; chart titles: {shown}")
+    assert charts.count() == 1, f"{charts.count()} Vega charts show a title {title!r}"
+    return charts.first
+
+
+def _view(chart: Locator, title: str | re.Pattern[str]) -> Locator:
+    """The view of ``chart`` (a Vega scope: its marks, axes and title) titled ``title``."""
+    heading = chart.page.locator("g.role-title, g.role-column-title", has_text=title)
+    views = chart.locator("g.role-scope").filter(has=heading)
+    assert views.count() == 1, f"{views.count()} views of the chart are titled {title!r}"
+    return views.first
+
+
+def _shapes(view: Locator, marks: str) -> list[list[str | None]]:
+    """Every item of the ``marks`` groups in ``view`` as its path, colour and position."""
+    return view.locator(f"{marks} > path").evaluate_all(
+        """items => items.map(item => ['d', 'fill', 'stroke', 'transform']
+            .map(name => item.getAttribute(name)))"""
+    )
+
+
+def _axis_labels(view: Locator) -> list[list[str]]:
+    """The labels of each axis of ``view``."""
+    return [
+        axis.locator("g.role-axis-label text").all_text_contents()
+        for axis in view.locator("g.role-axis").all()
+    ]
+
+
+def _until_changed(
+    read: Callable[[], Snapshot], before: Snapshot, what: str
+) -> tuple[Snapshot, float]:
+    """What ``read()`` returns once it differs from ``before``, and how many seconds that took.
+
+    Vega redraws the whole SVG in one task, so a snapshot is never half old and half new.
+    """
+    start = time.monotonic()
+    while (after := read()) == before:
+        if time.monotonic() - start > REDRAW_TIMEOUT_MS / 1000:
+            pytest.fail(f"{what}: not redrawn within {REDRAW_TIMEOUT_MS / 1000:.0f} s")
+        time.sleep(0.05)
+    return after, time.monotonic() - start
+
+
+def _small_heatmaps(grid: Locator) -> dict[int, dict]:
+    """The grid's small heatmaps by head number: cell colours, and whether it is outlined."""
+    found = grid.locator("g.mark-rect.role-mark").evaluate_all(
+        """(marks, outline) => marks.map(mark => ({
+            title: [...mark.parentElement.children]
+                .filter(sibling => sibling.classList.contains('role-title'))
+                .map(sibling => sibling.textContent).join(' | '),
+            fills: [...mark.querySelectorAll('path')].map(cell => cell.getAttribute('fill')),
+            strokes: [...mark.querySelectorAll('path')]
+                .map(cell => cell.getAttribute('stroke') === outline),
+        }))""",
+        OUTLINE,
+    )
+    heatmaps = {}
+    for heatmap in found:
+        number = HEAD_TITLE.match(heatmap["title"])
+        assert number, f"a small heatmap is titled {heatmap['title']!r}, not 'head <n>'"
+        strokes = heatmap["strokes"]
+        assert all(strokes) or not any(strokes), f"{heatmap['title']} is partly outlined"
+        heatmaps[int(number[1])] = {"fills": heatmap["fills"], "outlined": all(strokes)}
+    assert len(heatmaps) == len(found), f"two small heatmaps share a title: {found}"
+    return heatmaps
+
+
+def _check_chosen_head(chart: Locator, heads: int) -> int:
+    """The head slider's head: outlined in the grid of all heads, and the big heatmap's.
+
+    The grid must show one small heatmap per head, each of the big heatmap's size.
+    """
+    head = int(_control(chart, "head", "input[type=range]").input_value())
+    big = _shapes(_view(chart, CHOSEN_HEAD), HEATMAP)
+    small = _small_heatmaps(_view(chart, ALL_HEADS))
+    assert sorted(small) == list(range(1, heads + 1)), (
+        f"the grid shows heads {sorted(small)}, the model has {heads}"
+    )
+    for number, heatmap in small.items():
+        assert len(heatmap["fills"]) == len(big), (
+            f"head {number}: {len(heatmap['fills'])} cells, the big heatmap {len(big)}"
+        )
+    outlined = [number for number, heatmap in small.items() if heatmap["outlined"]]
+    assert outlined == [head], f"heads outlined in the grid: {outlined}; head slider: {head}"
+    # Same weights, same colour scale: the same colours, cell for cell.
+    assert sorted(fill for _, fill, _, _ in big) == sorted(small[head]["fills"]), (
+        f"the big heatmap does not show the colours of head {head} in the grid"
+    )
+    return head
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", ATTENTION_EXPLORERS)
+def test_attention_explorer_renders(visits, path):
+    explorer = ATTENTION_EXPLORERS[path]
+    chart = _chart(visits(path).page, CHOSEN_HEAD)
+    sentences = _control(chart, "sentence", "select").locator("option").all_text_contents()
+    assert len(sentences) == explorer.sentences, f"sentence menu offers {sentences}"
+    layers = _control(chart, "layer", "select").locator("option").all_text_contents()
+    assert len(layers) == explorer.layers, f"layer menu offers {layers}"
+    head = _control(chart, "head", "input[type=range]")
+    slider = (head.get_attribute("min"), head.get_attribute("max"))
+    assert slider == ("1", str(explorer.heads)), f"head slider runs {slider[0]} to {slider[1]}"
+
+    view = _view(chart, CHOSEN_HEAD)
+    cells = len(_shapes(view, HEATMAP))
+    axes = _axis_labels(view)
+    assert len(axes) == 2, f"the big heatmap has {len(axes)} axes"
+    tokens = len(axes[0])
+    assert axes[0] == axes[1], f"keys and queries differ: {axes}"
+    assert tokens >= 4, f"the big heatmap shows {tokens} tokens: {axes[0]}"
+    assert cells == tokens * tokens, f"big heatmap: {cells} cells for {tokens} × {tokens} tokens"
+    _check_chosen_head(chart, explorer.heads)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", ATTENTION_EXPLORERS)
+def test_attention_explorer_follows_its_controls(driven, path):
+    explorer = ATTENTION_EXPLORERS[path]
+    visit = driven(path)
+    page = visit.page
+    chart = _chart(page, CHOSEN_HEAD)
+    view = _view(chart, CHOSEN_HEAD)
+    chart.scroll_into_view_if_needed()
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.heatmap-before.png")
+    seconds = {}
+
+    # Another head: other colours in the big heatmap, and the outline moves to that head.
+    head = _check_chosen_head(chart, explorer.heads)
+    other = head % explorer.heads + 1
+    before = _shapes(view, HEATMAP)
+    _change(_control(chart, "head", "input[type=range]"), other)
+    after, seconds["head"] = _until_changed(
+        lambda: _shapes(view, HEATMAP), before, f"big heatmap for head {other}"
+    )
+    assert [cell[0] for cell in after] == [cell[0] for cell in before], "cells moved"
+    assert _check_chosen_head(chart, explorer.heads) == other
+
+    # Another layer: other colours again.
+    if explorer.layers > 1:
+        menu = _control(chart, "layer", "select")
+        layer = (int(menu.input_value()) + 1) % explorer.layers
+        before = after
+        _change(menu, layer)
+        after, seconds["layer"] = _until_changed(
+            lambda: _shapes(view, HEATMAP), before, f"big heatmap for layer {layer + 1}"
+        )
+        _check_chosen_head(chart, explorer.heads)
+
+    # Another sentence: other tokens on the axes, and one cell per pair of them.
+    menu = _control(chart, "sentence", "select")
+    sentence = (int(menu.input_value()) + 1) % explorer.sentences
+    before = _axis_labels(view)
+    _change(menu, sentence)
+    axes, seconds["sentence"] = _until_changed(
+        lambda: _axis_labels(view), before, f"axis labels for sentence {sentence}"
+    )
+    assert axes[0] == axes[1], f"keys and queries differ: {axes}"
+    cells = len(_shapes(view, HEATMAP))
+    assert cells == len(axes[0]) ** 2, f"{cells} cells for {len(axes[0])} tokens: {axes[0]}"
+    _check_chosen_head(chart, explorer.heads)
+
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.heatmap-after.png")
+    visit.notes.append(
+        "attention explorer redrawn in "
+        + ", ".join(f"{taken:.1f} s ({what})" for what, taken in seconds.items())
+    )
+    problems = visit.problems()
+    assert not problems, "\n".join(problems)
+    slow = {what: taken for what, taken in seconds.items() if taken >= REDRAW_SECONDS}
+    assert not slow, f"the explorer redraws too slowly to use (seconds): {slow}"
+
+
+@pytest.mark.browser
+def test_attention_explorer_shows_markup_as_text(driven):
+    """A token like ``<b>cat</b>`` is text: shown with its brackets, never parsed as HTML."""
+    visit = driven(SELF_ATTENTION)
+    page = visit.page
+    chart = _chart(page, CHOSEN_HEAD)
+    view = _view(chart, CHOSEN_HEAD)
+    menu = _control(chart, "sentence", "select")
+    option = menu.locator("option").filter(has_text=MARKUP_TOKEN)
+    assert option.count() == 1, f"{option.count()} sentences with {MARKUP_TOKEN!r} in the menu"
+    axes = _axis_labels(view)
+    if menu.input_value() != option.get_attribute("value"):
+        _change(menu, option.get_attribute("value"))
+        axes, _ = _until_changed(
+            lambda: _axis_labels(view), axes, f"axis labels for the sentence with {MARKUP_TOKEN}"
+        )
+    for labels in axes:
+        assert MARKUP_TOKEN in labels, f"axis labels {labels} do not show {MARKUP_TOKEN!r}"
+    bold = chart.locator("b")
+    assert bold.count() == 0, f"the chart made <b> elements: {bold.all_text_contents()}"
+
+    # Vega-Lite repeats the tooltip's fields in each cell's aria-label.
+    cell = view.locator(f"{HEATMAP} > path[aria-label*='{MARKUP_TOKEN}']").first
+    cell.hover()
+    tooltip = page.locator("#vg-tooltip-element")
+    try:
+        tooltip.filter(has_text=MARKUP_TOKEN).wait_for(state="visible")
+    except PlaywrightTimeoutError:
+        shown = tooltip.inner_html() if tooltip.count() else "no tooltip"
+        pytest.fail(f"hovering a cell of {MARKUP_TOKEN!r} shows: {shown}")
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.heatmap-markup.png")
+    markup = tooltip.inner_html()
+    assert "&lt;b&gt;" in markup, f"the tooltip's HTML does not escape the token: {markup}"
+    assert tooltip.locator("b").count() == 0, f"the tooltip made a <b> element: {markup}"
+    page.mouse.move(0, 0)  # the tooltip goes: other tests share the page
+    problems = visit.problems()
+    assert not problems, "\n".join(problems)
+
+
+def _apple_arrow(plane: Locator) -> dict[str, tuple[float, float]]:
+    """The static point, the point in context, and where the one line drawn from the static
+    point to the point in context runs through (a polyline: one point per layer)."""
+    symbols = plane.locator("g.mark-symbol.role-mark > path").evaluate_all(
+        "items => items.map(item => [item.getAttribute('aria-label') || '',"
+        " item.getAttribute('transform') || ''])"
+    )
+    lines = plane.locator("g.mark-line.role-mark > path").evaluate_all(
+        "items => items.map(item => item.getAttribute('d') || '')"
+    )
+
+    def point(label: str) -> tuple[float, float]:
+        found = [transform for aria, transform in symbols if label in aria]
+        assert len(found) == 1, f"{len(found)} points labelled {label!r}"
+        at = re.match(r"translate\(([-\d.e]+),\s*([-\d.e]+)\)", found[0])
+        assert at, f"point {label!r} placed by {found[0]!r}"
+        return float(at[1]), float(at[2])
+
+    def near(a: tuple[float, float], b: tuple[float, float]) -> bool:
+        return abs(a[0] - b[0]) < 0.01 and abs(a[1] - b[1]) < 0.01  # d has 3 decimals
+
+    static, context = point(STATIC_POINT), point(CONTEXT_POINT)
+    arrows = []
+    for d in lines:
+        points = [(float(x), float(y)) for x, y in re.findall(r"[ML]([-\d.e]+),([-\d.e]+)", d)]
+        if len(points) >= 2 and near(points[0], static) and near(points[-1], context):
+            arrows.append(points)
+    assert len(arrows) == 1, f"{len(arrows)} lines from {static} to {context}: {lines}"
+    return {"static": static, "context": context, "arrow": tuple(arrows[0])}
+
+
+@pytest.mark.browser
+def test_apple_explorer_renders(visits):
+    chart = _chart(visits(SELF_ATTENTION).page, APPLE)
+    presets = _control(chart, "sentence", "select").locator("option").all_text_contents()
+    assert len(presets) >= 2, f"the apple explorer's menu offers {presets}"
+    assert any(preset.startswith(OTHER_SENSE) for preset in presets), presets
+    ends = _apple_arrow(_view(chart, APPLE))
+    shift = math.dist(ends["static"], ends["context"])
+    assert shift > 5, f"the arrow is {shift:.1f} px long: {ends}"
+    bars = len(_shapes(_view(chart, APPLE_BARS), "g.mark-rect.role-mark"))
+    assert bars >= 2, f"{bars} bars of attention weights"
+
+
+@pytest.mark.browser
+def test_apple_explorer_follows_its_menu(driven):
+    visit = driven(SELF_ATTENTION)
+    page = visit.page
+    chart = _chart(page, APPLE)
+    plane, bars = _view(chart, APPLE), _view(chart, APPLE_BARS)
+    chart.scroll_into_view_if_needed()
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.apple-before.png")
+    menu = _control(chart, "sentence", "select")
+    sense = re.compile("^" + OTHER_SENSE)
+    shown = menu.evaluate("menu => menu.options[menu.selectedIndex].text")
+    if sense.match(shown):
+        preset = menu.locator("option").filter(has_not_text=sense).first
+    else:
+        preset = menu.locator("option").filter(has_text=sense).first
+    before = _apple_arrow(plane), _shapes(bars, "g.mark-rect.role-mark")
+
+    # A sentence about the other sense of "apple" (or back): "apple" in context moves, its
+    # static vector stays.
+    _change(menu, preset.get_attribute("value"))
+    after, seconds = _until_changed(
+        lambda: (_apple_arrow(plane), _shapes(bars, "g.mark-rect.role-mark")),
+        before,
+        f"apple explorer for {preset.text_content()!r}",
+    )
+    assert after[0]["static"] == before[0]["static"], "the static vector moved"
+    moved = math.dist(after[0]["context"], before[0]["context"])
+    assert moved > 5, f"'apple' in context moved {moved:.1f} px: {before[0]} -> {after[0]}"
+    assert after[1] != before[1], "the attention bars did not change"
+
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.apple-after.png")
+    visit.notes.append(f"apple explorer redrawn in {seconds:.1f} s")
+    problems = visit.problems()
+    assert not problems, "\n".join(problems)
+    assert seconds < REDRAW_SECONDS, f"took {seconds:.1f} s to redraw: too slow to use"
+
+
+def _gradient_label(chart: Locator) -> str:
+    texts = chart.locator("g.mark-text text").all_text_contents()
+    labels = [text for text in texts if text.startswith(GRADIENT_LABEL)]
+    assert len(labels) == 1, f"expected one label starting {GRADIENT_LABEL!r}, texts: {texts}"
+    return labels[0]
+
+
+def _d3_exponential(value: float) -> str:
+    """``value`` as d3-format's ``.2e`` prints it: ``2.66e-5``, ``1.00e+0``."""
+    return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{value:.2e}")
+
+
+@pytest.mark.browser
+def test_gradient_explorer_follows_its_slider(driven):
+    """Every stop of the r slider draws its curves and its label, with r^T as Python has it."""
+    visit = driven(WHY_NOT_RNNS)
+    page = visit.page
+    chart = _chart(page, GRADIENT)
+    chart.scroll_into_view_if_needed()
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.gradient-before.png")
+    slider = _control(chart, "scale r", "input[type=range]")
+    length = int(_control(chart, "length T", "select").input_value())
+    lines = "g.mark-line.role-mark"
+    assert len(_shapes(chart, lines)) == 2, "expected two curves: measured and r^k"
+
+    def picture() -> tuple[str, list]:
+        return _gradient_label(chart), _shapes(chart, lines)
+
+    # A reader's keys: Home for the smallest r, then one step right at a time.
+    stops, seconds = [], []
+    slider.focus()
+    for key in ["Home"] + ["ArrowRight"] * 20:
+        before = picture()
+        value = slider.input_value()
+        page.keyboard.press(key)
+        if slider.input_value() == value:
+            if key == "Home":
+                continue  # the slider was at the smallest r already
+            break  # the largest r
+        (label, curves), taken = _until_changed(picture, before, f"{key} from r = {value}")
+        seconds.append(taken)
+        r = float(slider.input_value())
+        stops.append(r)
+        assert label != before[0] and curves != before[1], f"r = {r}: {label!r}"
+        assert f"(k = {length})" in label, f"r = {r}, T = {length}: {label!r}"
+        assert label.endswith(f"(r^T = {_d3_exponential(r**length)})"), (
+            f"r = {r}, T = {length}: r^T is {r**length:.3e}, label {label!r}"
+        )
+    assert len(stops) >= 5, f"the slider stops at r = {stops}"
+    visit.notes.append(f"slider stops {stops}, redrawn in at most {max(seconds):.1f} s")
+
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.gradient-after.png")
+    problems = visit.problems()
+    assert not problems, "\n".join(problems)
+    assert max(seconds) < REDRAW_SECONDS, f"took {max(seconds):.1f} s to redraw: too slow"
+
+
+# ---------------------------------------------------------------------------------------------
+# Page weight
+
+PAGE_WEIGHT_LIMIT = 2_000_000  # bytes: a page's HTML plus the local images it shows
+
+
+class _ImageSources(HTMLParser):
+    """The ``src``/``srcset``/``href`` of every ``<img>``, ``<source>`` and SVG ``<image>``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in ("img", "source", "image"):
+            return
+        for name, value in attrs:
+            if value and name in ("src", "href", "xlink:href"):
+                self.sources.append(value)
+            elif value and name == "srcset":
+                self.sources += [part.split()[0] for part in value.split(",") if part.strip()]
+
+
+def _local_images(page: Path) -> set[Path]:
+    """The files of the site that ``page`` shows as images (not data: URLs, not off-host)."""
+    parser = _ImageSources()
+    parser.feed(page.read_text(encoding="utf-8"))
+    images = set()
+    for source in parser.sources:
+        url = urlsplit(source)
+        if url.scheme or url.netloc:
+            continue  # data: is part of the HTML already; off-host is a CDN's
+        path = (page.parent / unquote(url.path)).resolve()
+        assert path.is_file(), f"{page.name} shows {source}, which is not in the site"
+        images.add(path)
+    return images
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", PAGES)
+def test_page_weight(site, path):
+    page = site / path
+    html = page.stat().st_size
+    images = _local_images(page)
+    image_bytes = sum(image.stat().st_size for image in images)
+    weight = f"HTML {html:,} B + {len(images)} images {image_bytes:,} B = {html + image_bytes:,} B"
+    print(f"{path}: {weight}")
+    assert html + image_bytes < PAGE_WEIGHT_LIMIT, f"{path} is too heavy: {weight}"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", PAGES)
+def test_charts_fit_the_text_column(visits, path):
+    """A chart wider than the text column is cut off at its right edge (seen twice in
+    screenshots: the apple explorer's bars, chapter 5's fourth head and legend)."""
+    too_wide = visits(path).page.evaluate(
+        """() => [...document.querySelectorAll('.vega-embed')].map(embed => {
+            const svg = embed.querySelector('svg');
+            const column = embed.closest('.cell_output') || embed.parentElement;
+            return {id: embed.id, chart: svg ? svg.getBoundingClientRect().width : 0,
+                    column: column.clientWidth};
+        }).filter(size => size.chart > size.column + 1)"""
+    )
+    assert not too_wide, f"{path}: charts wider than the column: {too_wide}"

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 DECIMALS = 3
-PLANE_SIZE = 340  # pixels; the plane is square so angles and distances look right
+PLANE_SIZE = 320  # pixels; the plane is square so angles and distances look right
 
 
 @dataclass
@@ -314,7 +314,7 @@ def apple_explorer(
                     alt.Tooltip("weight:Q", format=".3f"),
                 ],
             )
-            .properties(width=170, height=alt.Step(22), title="What the word attended to")
+            .properties(width=150, height=alt.Step(22), title="Where it looked")
         )
         panels.append(bars)
     chart = alt.hconcat(*panels, spacing=24, title=alt.Title(title, anchor="start"))

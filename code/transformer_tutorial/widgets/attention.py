@@ -229,6 +229,11 @@ def attention_explorer(
         minExtent=80,
         maxExtent=80,
     )
+    # Cell sizes so that both views fit the book's text column (about 690 px) with the legend.
+    longest = max(max(len(record.tokens), len(record.keys)) for record in records)
+    columns = min(heads, 4)
+    main_step = int(np.clip(440 // longest, 12, 30))
+    grid_step = int(np.clip((480 // columns - 22) // longest, 3, 11))
     tokens_q = alt.param(name="tokens_q", value=[list(record.tokens) for record in records])
     tokens_k = alt.param(name="tokens_k", value=[record.keys for record in records])
 
@@ -241,7 +246,7 @@ def attention_explorer(
             color=colour,
             tooltip=tooltip,
         )
-        .properties(width=alt.Step(30), height=alt.Step(30), title="The chosen head")
+        .properties(width=alt.Step(main_step), height=alt.Step(main_step), title="The chosen head")
     )
     small_axis_x = alt.Axis(
         labelExpr="tokens_k[sentence][datum.value]",
@@ -262,14 +267,14 @@ def attention_explorer(
             tooltip=tooltip,
             stroke=alt.condition("datum.h + 1 == head", alt.value("#D55E00"), alt.value(None)),
         )
-        .properties(width=alt.Step(11), height=alt.Step(11))
+        .properties(width=alt.Step(grid_step), height=alt.Step(grid_step))
         .facet(
             facet=alt.Facet(
                 "head_number:O",
                 title="All heads of the chosen layer (the chosen head is outlined)",
                 header=alt.Header(labelExpr="'head ' + datum.value"),
             ),
-            columns=min(heads, 6),
+            columns=columns,
         )
     )
     chart = alt.vconcat(main, grid, spacing=28, title=alt.Title(title, anchor="start"))

@@ -201,7 +201,7 @@ def gradient_explorer(
         curves.transform_filter("datum.k == datum.T && datum.curve != 'r^k (linear RNN)'")
         .transform_calculate(
             text="'gradient reaching the first token (k = ' + datum.T + '): '"
-            " + format(datum.value, '.2e') + '   r^T = ' + format(datum.linear, '.2e')"
+            " + format(datum.value, '.2e') + ' (r^T = ' + format(datum.linear, '.2e') + ')'"
         )
         .mark_text(align="left", baseline="bottom", x=0, y=-6, fontSize=12)  # above the plot
         .encode(text="text:N")
