@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from transformer_tutorial.checks import check_positive_int
+
 __all__ = [
     "SelfAttention",
     "SelfAttentionConfig",
@@ -163,8 +165,7 @@ def dot_product_std(d_k: int, samples: int = 10_000, seed: int = 0) -> tuple[flo
     ``d_k``: the first number grows like ``sqrt(d_k)``, the second stays near 1.
     """
     for name, value in (("d_k", d_k), ("samples", samples)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_int(name, value)
     if samples < 2:
         raise ValueError(f"samples must be at least 2 to measure a spread, got {samples}")
     rng = np.random.default_rng(seed)
@@ -186,8 +187,7 @@ def softmax_saturation(
     ``sqrt(d_k)`` (``scaled=True``) keeps both numbers the same at every width.
     """
     for name, value in (("d_k", d_k), ("rows", rows), ("keys", keys)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_int(name, value)
     rng = np.random.default_rng(seed)
     queries = rng.standard_normal((rows, 1, d_k))  # (N, 1, K): one query per row
     key_vectors = rng.standard_normal((rows, keys, d_k))  # (N, S, K)
@@ -209,10 +209,8 @@ class SelfAttentionConfig:
     def __post_init__(self) -> None:
         for name in ("d_model", "d_k", "d_v"):
             value = getattr(self, name)
-            if name == "d_v" and value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            if not (name == "d_v" and value is None):
+                check_positive_int(name, value)
 
     @property
     def value_width(self) -> int:

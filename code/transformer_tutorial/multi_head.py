@@ -33,6 +33,7 @@ from transformer_tutorial.attention import (
     linear,
     scaled_dot_product_attention_torch,
 )
+from transformer_tutorial.checks import check_positive_int
 
 __all__ = [
     "AttentionCost",
@@ -55,9 +56,7 @@ class MultiHeadConfig:
 
     def __post_init__(self) -> None:
         for name in ("d_model", "num_heads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_positive_int(name, getattr(self, name))
         if self.d_model % self.num_heads:
             raise ValueError(
                 f"num_heads={self.num_heads} does not divide d_model={self.d_model}: each head "
@@ -277,8 +276,7 @@ def multi_head_cost(d_model: int, num_heads: int, length: int) -> AttentionCost:
     ``H`` cancels everywhere: eight heads of width 64 cost what one head of width 512 costs.
     """
     MultiHeadConfig(d_model=d_model, num_heads=num_heads)  # validates d_model and num_heads
-    if not isinstance(length, int) or isinstance(length, bool) or length <= 0:
-        raise ValueError(f"length must be a positive int, got {length!r}")
+    check_positive_int("length", length)
     d_k = d_model // num_heads
     return AttentionCost(
         parameters=4 * (d_model * d_model + d_model),

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from transformer_tutorial.checks import check_positive_int
+
 __all__ = [
     "LearnedPositionalEmbedding",
     "PositionalConfig",
@@ -33,9 +35,8 @@ __all__ = [
 
 
 def _check_sizes(max_len: int, d_model: int) -> None:
-    for name, value in (("max_len", max_len), ("d_model", d_model)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_positive_int("max_len", max_len)
+    check_positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(
             f"d_model must be even for a sinusoidal encoding (each frequency fills a sine and a "

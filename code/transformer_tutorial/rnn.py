@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from transformer_tutorial.checks import check_positive_int
 from transformer_tutorial.positional_encoding import (
     PositionalConfig,
     SinusoidalPositionalEncoding,
@@ -70,11 +71,6 @@ __all__ = [
 Nonlinearity = Literal["tanh", "relu"]
 
 
-def _check_positive_int(name: str, value: object) -> None:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
 # ---------------------------------------------------------------------------------------------
 # The recurrence, written out
 
@@ -88,8 +84,8 @@ class RNNConfig:
     nonlinearity: Nonlinearity = "tanh"  # f in h_t = f(...); nn.RNN offers tanh and relu
 
     def __post_init__(self) -> None:
-        _check_positive_int("input_size", self.input_size)
-        _check_positive_int("hidden_size", self.hidden_size)
+        check_positive_int("input_size", self.input_size)
+        check_positive_int("hidden_size", self.hidden_size)
         if self.nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {self.nonlinearity!r}")
 
@@ -202,7 +198,7 @@ def orthogonal_recurrent_weight(
     exactly ``r^k``: the cleanest setting in which to watch gradients vanish or explode.
     Shape ``(D, D)``, float64.
     """
-    _check_positive_int("hidden_size", hidden_size)
+    check_positive_int("hidden_size", hidden_size)
     if not spectral_radius > 0 or not math.isfinite(spectral_radius):
         raise ValueError(f"spectral_radius must be a positive number, got {spectral_radius!r}")
     gaussian = torch.randn(hidden_size, hidden_size, generator=generator, dtype=torch.float64)
@@ -341,7 +337,7 @@ class RecallTaskConfig:
 
     def __post_init__(self) -> None:
         for name in ("n_answers", "n_fillers", "length", "min_distance", "max_distance"):
-            _check_positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         if self.length < 2:
             raise ValueError(f"length must be at least 2 (answer + question), got {self.length}")
         if not self.min_distance <= self.max_distance <= self.length - 1:
@@ -374,7 +370,7 @@ def recall_batch(
 ) -> RecallBatch:
     """Draw ``batch_size`` sequences; every ``N`` in range is equally likely unless ``distance``
     fixes it. Fillers are drawn uniformly, so they carry no information about the answer."""
-    _check_positive_int("batch_size", batch_size)
+    check_positive_int("batch_size", batch_size)
     if distance is not None and not config.min_distance <= distance <= config.length - 1:
         raise ValueError(
             f"distance must be in {config.min_distance}..{config.length - 1}, got {distance!r}"
@@ -408,7 +404,7 @@ class RecurrentClassifierConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_classes", "embedding_size", "hidden_size"):
-            _check_positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         if self.kind not in ("rnn", "lstm"):
             raise ValueError(f"kind must be 'rnn' or 'lstm', got {self.kind!r}")
 
@@ -460,7 +456,7 @@ class AttentionClassifierConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_classes", "d_model", "max_len"):
-            _check_positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
 
 
 class AttentionClassifier(nn.Module):
@@ -517,8 +513,8 @@ class TrainConfig:
     clip_norm: float = 1.0  # gradient-norm clipping, the usual guard against explosions
 
     def __post_init__(self) -> None:
-        _check_positive_int("steps", self.steps)
-        _check_positive_int("batch_size", self.batch_size)
+        check_positive_int("steps", self.steps)
+        check_positive_int("batch_size", self.batch_size)
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}")
         if not self.clip_norm > 0:
@@ -553,7 +549,7 @@ def accuracy_by_distance(
     generator: torch.Generator,
 ) -> np.ndarray:
     """Fraction of fresh sequences answered correctly, one value per distance ``N``."""
-    _check_positive_int("n_per_distance", n_per_distance)
+    check_positive_int("n_per_distance", n_per_distance)
     if len(distances) == 0:
         raise ValueError("distances is empty: give at least one distance")
     model.eval()
@@ -571,7 +567,7 @@ def accuracy_by_distance(
 
 def time_call(function: Callable[[], object], repeats: int = 5) -> float:
     """Median wall time of ``repeats`` calls, in seconds (one untimed warm-up call first)."""
-    _check_positive_int("repeats", repeats)
+    check_positive_int("repeats", repeats)
     function()
     times = []
     for _ in range(repeats):
@@ -607,9 +603,9 @@ def loop_vs_matrix_timings(
     if len(lengths) == 0:
         raise ValueError("lengths is empty: give at least one sequence length")
     for length in lengths:
-        _check_positive_int("each length", length)
-    _check_positive_int("width", width)
-    _check_positive_int("batch_size", batch_size)
+        check_positive_int("each length", length)
+    check_positive_int("width", width)
+    check_positive_int("batch_size", batch_size)
     rnn = TanhRNN(RNNConfig(width, width), generator=generator)
     projections = [
         torch.randn(width, width, generator=generator) / math.sqrt(width) for _ in range(3)
@@ -641,8 +637,8 @@ def attention_layer_flops(length: int, width: int) -> int:
 
     Table 1 of the paper counts this part, ``O(n^2 d)``; the projections ``X W`` add
     ``O(n d^2)`` like a recurrent layer's."""
-    _check_positive_int("length", length)
-    _check_positive_int("width", width)
+    check_positive_int("length", length)
+    check_positive_int("width", width)
     queries = torch.zeros(1, length, width)  # (B, T, D) with B = 1
     return _count_flops(lambda: (queries @ queries.transpose(1, 2)).softmax(-1) @ queries)
 
@@ -650,8 +646,8 @@ def attention_layer_flops(length: int, width: int) -> int:
 @torch.no_grad()
 def recurrent_layer_flops(length: int, width: int) -> int:
     """Operations of one tanh RNN layer (input and hidden width ``D``) over ``T`` steps."""
-    _check_positive_int("length", length)
-    _check_positive_int("width", width)
+    check_positive_int("length", length)
+    check_positive_int("width", width)
     rnn = TanhRNN(RNNConfig(width, width), generator=torch.Generator().manual_seed(0))
     inputs = torch.zeros(1, length, width)  # (B, T, E) with B = 1, E = D
     return _count_flops(lambda: rnn(inputs))
@@ -661,7 +657,7 @@ def recurrent_layer_flops(length: int, width: int) -> int:
 def conv_layer_flops(length: int, width: int, kernel_size: int) -> int:
     """Operations of one 1-D convolution layer, ``D`` channels in and out, kernel ``k``."""
     for name, value in (("length", length), ("width", width), ("kernel_size", kernel_size)):
-        _check_positive_int(name, value)
+        check_positive_int(name, value)
     with torch.random.fork_rng(devices=[]):  # the weights' values do not change the count
         conv = nn.Conv1d(width, width, kernel_size, padding="same", bias=False)
     inputs = torch.zeros(1, width, length)  # (B, D, T): Conv1d wants channels first
@@ -698,8 +694,8 @@ def layer_graph_depth(
     kernel_size: int = 3,
 ) -> int:
     """:func:`graph_depth` of one layer of the given kind on an input ``(1, T, D)``."""
-    _check_positive_int("length", length)
-    _check_positive_int("width", width)
+    check_positive_int("length", length)
+    check_positive_int("width", width)
     inputs = torch.zeros(1, length, width, requires_grad=True)  # (B, T, D)
     weight = torch.full((width, width), 0.1)  # (D, D), the values do not matter here
     if kind == "self-attention":
@@ -710,7 +706,7 @@ def layer_graph_depth(
         rnn = TanhRNN(RNNConfig(width, width), generator=torch.Generator().manual_seed(0))
         output, _ = rnn(inputs)  # (B, T, D)
     elif kind == "convolutional":
-        _check_positive_int("kernel_size", kernel_size)
+        check_positive_int("kernel_size", kernel_size)
         with torch.random.fork_rng(devices=[]):
             conv = nn.Conv1d(width, width, kernel_size, padding="same")
         output = conv(inputs.transpose(1, 2))  # (B, T, D) -> (B, D, T) -> (B, D, T)
@@ -732,9 +728,9 @@ def receptive_field(kernel_size: int, layers: int, dilation_growth: int = 1) -> 
     ``(kernel_size - 1) * dilation`` positions. Without dilation (growth 1) the field grows
     linearly, ``1 + L (k - 1)``; with growth ``k`` it reaches ``k^L`` (ByteNet, WaveNet).
     """
-    _check_positive_int("kernel_size", kernel_size)
-    _check_positive_int("layers", layers)
-    _check_positive_int("dilation_growth", dilation_growth)
+    check_positive_int("kernel_size", kernel_size)
+    check_positive_int("layers", layers)
+    check_positive_int("dilation_growth", dilation_growth)
     if kernel_size < 2:
         raise ValueError(f"kernel_size must be at least 2 to widen the field, got {kernel_size}")
     return 1 + (kernel_size - 1) * sum(dilation_growth**layer for layer in range(layers))
@@ -746,7 +742,7 @@ def measured_receptive_field(
     """The same number, measured: stack real ``nn.Conv1d`` layers and count the input
     positions whose gradient reaches the last output (causal padding, all weights 1)."""
     field = receptive_field(kernel_size, layers, dilation_growth)  # validates the arguments
-    _check_positive_int("length", length)
+    check_positive_int("length", length)
     if field > length:
         raise ValueError(f"the receptive field ({field}) is wider than length={length}")
     stack = []
@@ -764,7 +760,7 @@ def measured_receptive_field(
 
 def convolution_layers_needed(span: int, kernel_size: int, dilation_growth: int = 1) -> int:
     """The fewest stacked layers whose receptive field covers ``span`` positions."""
-    _check_positive_int("span", span)
+    check_positive_int("span", span)
     layers = 1
     while receptive_field(kernel_size, layers, dilation_growth) < span:
         layers += 1
