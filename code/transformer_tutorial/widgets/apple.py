@@ -21,7 +21,7 @@ import numpy as np
 
 from transformer_tutorial.plots import OKABE_ITO
 from transformer_tutorial.widgets.live import LiveView, sentence_box
-from transformer_tutorial.widgets.render import sentence_menu
+from transformer_tutorial.widgets.render import check_menu_records, sentence_menu
 
 __all__ = [
     "AnchorPoint",
@@ -56,12 +56,7 @@ class ShiftRecord:
 
 
 def _check(records: Sequence[ShiftRecord], anchors: Sequence[AnchorPoint]) -> list[np.ndarray]:
-    if len(records) == 0:
-        raise ValueError("records is empty: give at least one ShiftRecord")
-    labels = [record.label for record in records]
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:
-        raise ValueError(f"record labels must be unique (they fill the menu); repeated: {repeated}")
+    check_menu_records(records, "ShiftRecord")
     if len(anchors) == 0:
         raise ValueError("anchors is empty: give the reference words to compare against")
     for anchor in anchors:

@@ -22,7 +22,7 @@ import altair as alt
 import numpy as np
 
 from transformer_tutorial.widgets.live import LiveView, sentence_box
-from transformer_tutorial.widgets.render import sentence_menu
+from transformer_tutorial.widgets.render import check_menu_records, sentence_menu
 
 __all__ = [
     "AttentionRecord",
@@ -101,12 +101,7 @@ def _check_record(record: AttentionRecord) -> np.ndarray:
 
 
 def _check_records(records: Sequence[AttentionRecord]) -> list[np.ndarray]:
-    if len(records) == 0:
-        raise ValueError("records is empty: give at least one AttentionRecord")
-    labels = [record.label for record in records]
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:
-        raise ValueError(f"record labels must be unique (they fill the menu); repeated: {repeated}")
+    check_menu_records(records, "AttentionRecord")
     arrays = [_check_record(record) for record in records]
     first = arrays[0].shape[:2]
     for record, weights in zip(records, arrays, strict=True):

@@ -15,7 +15,13 @@ from typing import Any
 import altair as alt
 from altair.utils.html import spec_to_html
 
-__all__ = ["EMBED_OPTIONS", "chart_bundle", "sentence_menu", "use_book_renderer"]
+__all__ = [
+    "EMBED_OPTIONS",
+    "chart_bundle",
+    "check_menu_records",
+    "sentence_menu",
+    "use_book_renderer",
+]
 
 RENDERER_NAME = "transformer_tutorial"
 # SVG puts every mark in the DOM (tests can read it), and the action menu would link to an
@@ -74,3 +80,13 @@ def sentence_menu(name: str, labels: Sequence[str], start: int) -> alt.Parameter
             options=list(range(len(labels))), labels=list(labels), name="sentence "
         ),
     )
+
+
+def check_menu_records(records: Sequence, kind: str) -> None:
+    """Presets for a :func:`sentence_menu`: at least one, and labels unique (they fill the menu)."""
+    if len(records) == 0:
+        raise ValueError(f"records is empty: give at least one {kind}")
+    labels = [record.label for record in records]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"record labels must be unique (they fill the menu); repeated: {repeated}")
