@@ -227,7 +227,10 @@ def linear(
     this one is built without drawing anything and then filled from ``generator``, so library
     code never touches global random state. Weight and bias ~ U(-1/sqrt(d_in), 1/sqrt(d_in)).
     """
-    layer = nn.Linear(d_in, d_out, bias=bias, device="meta").to_empty(device="cpu")
+    # Built on "meta" (no memory, no random draw), then given storage on the default device:
+    # the CPU, or "meta" again inside `with torch.device("meta")` (how parameters are counted).
+    layer = nn.Linear(d_in, d_out, bias=bias, device="meta")
+    layer = layer.to_empty(device=torch.get_default_device())
     bound = 1.0 / math.sqrt(d_in)
     with torch.no_grad():
         layer.weight.uniform_(-bound, bound, generator=generator)  # (out, in)

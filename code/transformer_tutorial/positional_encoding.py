@@ -182,7 +182,8 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, config: PositionalConfig, generator: torch.Generator | None = None):
         super().__init__()
         self.config = config
-        self.embedding = nn.Embedding(config.max_len, config.d_model)  # (L, D) weights
+        self.embedding = nn.Embedding(config.max_len, config.d_model, device="meta")  # (L, D)
+        self.embedding.to_empty(device=torch.get_default_device())  # filled below, not drawn
         with torch.no_grad():  # BERT and GPT-2 both start from N(0, 0.02^2)
             self.embedding.weight.normal_(0.0, 0.02, generator=generator)
         self.dropout = nn.Dropout(config.dropout)
