@@ -182,10 +182,13 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, config: PositionalConfig, generator: torch.Generator | None = None):
         super().__init__()
         self.config = config
-        self.embedding = nn.Embedding(config.max_len, config.d_model, device="meta")  # (L, D)
-        self.embedding.to_empty(device=torch.get_default_device())  # filled below, not drawn
+        # (L, D), given storage without an initial draw from the global generator
+        self.embedding = nn.Embedding(
+            config.max_len, config.d_model, _weight=torch.empty(config.max_len, config.d_model)
+        )
         with torch.no_grad():  # BERT and GPT-2 both start from N(0, 0.02^2)
-            self.embedding.weight.normal_(0.0, 0.02, generator=generator)
+            if not self.embedding.weight.is_meta:  # shapes only (parameter counting)
+                self.embedding.weight.normal_(0.0, 0.02, generator=generator)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -207,9 +207,10 @@ def _embedding_table(
     rows: int, d_model: int, std: float, generator: torch.Generator | None
 ) -> nn.Embedding:
     """An ``nn.Embedding`` ``(rows, D)`` drawn from N(0, std^2) with ``generator``."""
-    table = nn.Embedding(rows, d_model, device="meta").to_empty(device=torch.get_default_device())
-    with torch.no_grad():
-        table.weight.normal_(0.0, std, generator=generator)
+    table = nn.Embedding(rows, d_model, _weight=torch.empty(rows, d_model))  # no global draw
+    if not table.weight.is_meta:  # on "meta" (counting) there is nothing to fill, and
+        with torch.no_grad():  # normal_ there would import torch._dynamo: 2-5 s, measured
+            table.weight.normal_(0.0, std, generator=generator)
     return table
 
 
