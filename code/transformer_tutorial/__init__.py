@@ -16,6 +16,7 @@ The letters always mean the same thing:
 ``K``  ``d_k``: the width of one head's queries and keys (``D // H``)
 ``V``  ``d_v``: the width of one head's values
 ``L``  length of a lookup table (maximum number of positions)
+``F``  ``d_ff``: the hidden width of the feed-forward network (``4 D`` by default)
 =====  ==============================================================
 """
 

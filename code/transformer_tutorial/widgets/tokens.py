@@ -1,0 +1,167 @@
+"""The nearest-neighbour explorer (chapter "From text to vectors").
+
+Which rows of a learned embedding table lie closest to a word's row, by cosine similarity?
+The neighbours of a handful of preset words are computed in Python at build time (by
+:func:`transformer_tutorial.embeddings.nearest_neighbours`) and shipped in one Vega-Lite
+chart; a menu picks the word in the browser, so it works on the static site. A dashed line
+marks a baseline (say, the 99th percentile of cosine similarity between random pairs of
+tokens) so that a reader can tell a high similarity from an ordinary one.
+:func:`live_neighbour_explorer` takes any word in a live kernel.
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import altair as alt
+import ipywidgets as ipw
+
+from transformer_tutorial.plots import OKABE_ITO
+from transformer_tutorial.widgets.live import LiveView
+from transformer_tutorial.widgets.render import check_menu_records
+
+__all__ = [
+    "NeighbourRecord",
+    "live_neighbour_explorer",
+    "neighbour_explorer",
+    "neighbour_explorer_data",
+]
+
+DECIMALS = 3  # cosine similarities shipped to the page
+TITLE = "Nearest neighbours in the embedding table"
+
+
+@dataclass
+class NeighbourRecord:
+    """One word and its nearest tokens, nearest first: ``[(token, cosine similarity), ...]``."""
+
+    word: str
+    neighbours: list[tuple[str, float]]
+
+    @property
+    def label(self) -> str:  # the menu entry
+        return self.word
+
+
+def neighbour_explorer_data(records: Sequence[NeighbourRecord]) -> list[dict]:
+    """One row per (record, rank): ``{"r": record, "k": rank from 1, "t": token, "c": cosine}``."""
+    check_menu_records(records, "NeighbourRecord")
+    rows = []
+    for r, record in enumerate(records):
+        if len(record.neighbours) == 0:
+            raise ValueError(f"record {record.word!r} has no neighbours")
+        previous = math.inf
+        for rank, (token, cosine) in enumerate(record.neighbours, start=1):
+            if not isinstance(token, str) or not token:
+                raise ValueError(f"record {record.word!r}: token {rank} must be a non-empty str")
+            if not (isinstance(cosine, (int, float)) and -1.0 - 1e-9 <= cosine <= 1.0 + 1e-9):
+                raise ValueError(
+                    f"record {record.word!r}: the cosine similarity of {token!r} must be a "
+                    f"number in [-1, 1], got {cosine!r}"
+                )
+            if cosine > previous + 1e-12:
+                raise ValueError(f"record {record.word!r}: neighbours must be nearest first")
+            previous = cosine
+            rows.append({"r": r, "k": rank, "t": token, "c": round(float(cosine), DECIMALS)})
+    return rows
+
+
+def neighbour_explorer(
+    records: Sequence[NeighbourRecord],
+    *,
+    start: int = 0,
+    baseline: float | None = None,
+    baseline_label: str = "baseline",
+) -> alt.LayerChart:
+    """The explorer as one Vega-Lite chart; the word menu is a browser-side parameter.
+
+    ``baseline`` (a cosine similarity) is drawn as a dashed vertical line labelled
+    ``baseline_label``, e.g. "99% of random pairs are below".
+    """
+    rows = neighbour_explorer_data(records)
+    if not 0 <= start < len(records):
+        raise ValueError(f"start={start} is outside 0..{len(records) - 1}")
+    if baseline is not None and not -1.0 <= baseline <= 1.0:
+        raise ValueError(f"baseline must be a cosine similarity in [-1, 1], got {baseline!r}")
+    word = alt.param(
+        name="word",
+        value=start,
+        bind=alt.binding_select(
+            options=list(range(len(records))),
+            labels=[record.word for record in records],
+            name="word ",
+        ),
+    )
+    tokens = alt.param(
+        name="neighbour_tokens",
+        value=[[token for token, _ in record.neighbours] for record in records],
+    )
+    lowest = min([row["c"] for row in rows] + ([baseline] if baseline is not None else []))
+    domain = [min(0.0, math.floor(lowest * 10) / 10), 1.0]
+    chosen = alt.Chart(alt.InlineData(values=rows)).transform_filter("datum.r == word")
+    bars = chosen.mark_bar(color=OKABE_ITO[0]).encode(
+        y=alt.Y(
+            "k:O",
+            title=None,
+            axis=alt.Axis(
+                labelExpr="neighbour_tokens[word][datum.value - 1]",
+                labelLimit=110,
+                minExtent=115,
+                maxExtent=115,
+            ),
+        ),
+        x=alt.X("c:Q", title="cosine similarity", scale=alt.Scale(domain=domain, nice=False)),
+        tooltip=[
+            alt.Tooltip("k:O", title="rank"),
+            alt.Tooltip("t:N", title="token"),
+            alt.Tooltip("c:Q", title="cosine similarity", format=".3f"),
+        ],
+    )
+    values = chosen.mark_text(align="left", dx=3, fontSize=11).encode(
+        y="k:O", x="c:Q", text=alt.Text("c:Q", format=".2f")
+    )
+    layers: list[alt.Chart] = [bars, values]
+    if baseline is not None:
+        line = alt.Chart(
+            alt.InlineData(values=[{"c": round(float(baseline), DECIMALS), "l": baseline_label}])
+        )
+        layers.append(
+            line.mark_rule(color=OKABE_ITO[3], strokeDash=[5, 4], strokeWidth=2).encode(
+                x="c:Q", tooltip=[alt.Tooltip("l:N", title="line"), alt.Tooltip("c:Q")]
+            )
+        )
+        layers.append(
+            line.transform_calculate(text="datum.l + ' ' + format(datum.c, '.2f')")
+            .mark_text(align="left", baseline="bottom", dx=4, y=-4, color=OKABE_ITO[3])
+            .encode(x="c:Q", text="text:N")
+        )
+    return (
+        alt.layer(*layers)
+        .add_params(word, tokens)
+        .properties(
+            width=380,
+            height=alt.Step(22),
+            title=alt.Title(TITLE, subtitle="each bar: one token's row against the word's row"),
+        )
+        .configure_view(stroke=None)
+    )
+
+
+def live_neighbour_explorer(
+    compute: Callable[[str], NeighbourRecord], word: str, **explorer_options
+) -> LiveView:
+    """In a kernel: type any word; its neighbours are recomputed by ``compute(word)``.
+
+    A word that is not one token of the vocabulary makes ``compute`` raise ``ValueError``,
+    whose message the view shows instead of a chart.
+    """
+    controls = {
+        "word": ipw.Text(
+            value=word, description="word", continuous_update=False, layout=ipw.Layout(width="20em")
+        )
+    }
+
+    def draw(word: str) -> alt.LayerChart:
+        return neighbour_explorer([compute(word.strip())], **explorer_options)
+
+    return LiveView(controls, draw)
