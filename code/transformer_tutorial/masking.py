@@ -99,8 +99,9 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     if not present:
         return None
     try:
-        shape = torch.broadcast_shapes(*(mask.shape for mask in present))
-    except RuntimeError as error:
+        # NumPy's rule is PyTorch's; torch.broadcast_shapes would import SymPy (about 1 s).
+        shape = np.broadcast_shapes(*(tuple(mask.shape) for mask in present))
+    except ValueError as error:
         shapes = [tuple(mask.shape) for mask in present]
         raise ValueError(f"masks of shapes {shapes} do not broadcast together") from error
     combined = torch.ones(shape, dtype=torch.bool)

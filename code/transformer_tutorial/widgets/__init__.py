@@ -27,6 +27,12 @@ from transformer_tutorial.widgets.attention import (
     live_attention_explorer,
 )
 from transformer_tutorial.widgets.live import LiveView
+from transformer_tutorial.widgets.masking import (
+    MaskPreset,
+    live_mask_explorer,
+    mask_explorer,
+    mask_explorer_data,
+)
 from transformer_tutorial.widgets.positional import (
     live_positional_explorer,
     positional_explorer,
@@ -38,11 +44,19 @@ from transformer_tutorial.widgets.rnn import (
     gradient_explorer_data,
     live_gradient_explorer,
 )
+from transformer_tutorial.widgets.tokens import (
+    NeighbourRecord,
+    live_neighbour_explorer,
+    neighbour_explorer,
+    neighbour_explorer_data,
+)
 
 __all__ = [
     "AnchorPoint",
     "AttentionRecord",
     "LiveView",
+    "MaskPreset",
+    "NeighbourRecord",
     "ShiftRecord",
     "apple_explorer",
     "apple_explorer_data",
@@ -54,7 +68,13 @@ __all__ = [
     "live_apple_explorer",
     "live_attention_explorer",
     "live_gradient_explorer",
+    "live_mask_explorer",
+    "live_neighbour_explorer",
     "live_positional_explorer",
+    "mask_explorer",
+    "mask_explorer_data",
+    "neighbour_explorer",
+    "neighbour_explorer_data",
     "positional_explorer",
     "positional_explorer_data",
     "use_book_renderer",
