@@ -285,3 +285,72 @@ def test_copy_from_torch_rejects_mismatches():
         copy_from_torch(
             MultiHeadAttention(MultiHeadConfig(8, 2)), nn.MultiheadAttention(8, 2, kdim=4, vdim=4)
         )
+
+
+# --- the fast path: need_weights=False uses PyTorch's fused kernel ----------------------------
+
+
+def _masks(batch, length, key_length, seed):
+    """Every kind of mask the models use, including rows with no key allowed at all."""
+    generator = _generator(seed)
+    padding = torch.rand(batch, 1, 1, key_length, generator=generator) > 0.3  # (B, 1, 1, S)
+    padding[:, ..., 0] = True  # at least one real key per sequence
+    dead = padding.clone()
+    dead[0] = False  # the first sequence is all padding: every one of its rows is dead
+    causal = torch.ones(length, key_length, dtype=torch.bool).tril(key_length - length)  # (T, S)
+    return {
+        "none": None,
+        "padding": padding,
+        "causal": causal,
+        "padding and causal": padding & causal,
+        "all padding": dead,
+        "per head": torch.rand(batch, 1, length, key_length, generator=generator) > 0.5,
+    }
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("sizes", SIZES[1:], ids=str)
+@pytest.mark.parametrize(
+    "mask_name", ["none", "padding", "causal", "padding and causal", "all padding", "per head"]
+)
+def test_fast_path_equals_the_weights_path(sizes, seed, mask_name):
+    d_model, num_heads, batch, length, key_length = sizes
+    layer = MultiHeadAttention(MultiHeadConfig(d_model, num_heads), _generator(seed)).double()
+    x = torch.randn(batch, length, d_model, generator=_generator(seed + 1), dtype=torch.float64)
+    memory = torch.randn(
+        batch, key_length, d_model, generator=_generator(seed + 2), dtype=torch.float64
+    )
+    mask = _masks(batch, length, key_length, seed)[mask_name]
+    slow, weights = layer(x, memory, mask=mask, need_weights=True)
+    fast, nothing = layer(x, memory, mask=mask, need_weights=False)
+    assert nothing is None and weights is not None
+    torch.testing.assert_close(fast, slow, atol=1e-12, rtol=0)
+    assert torch.isfinite(fast).all()
+
+
+def test_fast_path_in_float32_and_its_gradients():
+    layer = MultiHeadAttention(MultiHeadConfig(32, 4), _generator(0))
+    x = torch.randn(3, 6, 32, generator=_generator(1))
+    mask = _masks(3, 6, 6, 0)["all padding"]
+    results = {}
+    for need_weights in (True, False):
+        layer.zero_grad()
+        inputs = x.clone().requires_grad_()
+        output, _ = layer(inputs, mask=mask, need_weights=need_weights)
+        (output * torch.linspace(-1, 1, 32)).sum().backward()
+        grads = [inputs.grad, *(p.grad for p in layer.parameters())]
+        assert all(torch.isfinite(grad).all() for grad in grads), "NaN in a gradient"
+        results[need_weights] = output.detach(), grads
+    torch.testing.assert_close(results[False][0], results[True][0], atol=1e-6, rtol=1e-5)
+    for fast, slow in zip(results[False][1], results[True][1], strict=True):
+        torch.testing.assert_close(fast, slow, atol=1e-5, rtol=1e-4)
+
+
+def test_fast_path_gives_dead_rows_zeros_not_nan():
+    """A query with no key allowed: zero attention output, so W_O gives just its bias."""
+    layer = MultiHeadAttention(MultiHeadConfig(8, 2), _generator(0))
+    x = torch.randn(1, 3, 8, generator=_generator(1))
+    mask = torch.tensor([[True, True, False], [False, False, False], [True, False, False]])
+    output, _ = layer(x, mask=mask, need_weights=False)  # row 1 sees nothing
+    torch.testing.assert_close(output[0, 1], layer.W_O.bias.detach())
+    assert torch.isfinite(output).all()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from transformer_tutorial.attention import (
     SelfAttention,
@@ -102,6 +103,32 @@ def _check_mask(mask: torch.Tensor, expected: tuple[int, ...], letters: str) -> 
         )
 
 
+def _fused_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None,
+) -> torch.Tensor:
+    """Equation (1) by PyTorch's fused kernel, ``F.scaled_dot_product_attention``: the output of
+    :func:`~transformer_tutorial.attention.scaled_dot_product_attention_torch` without its
+    weights. ``queries`` ``(B, H, T, K)``, ``keys`` and ``values`` ``(B, H, S, K)``, ``mask``
+    boolean broadcastable to ``(B, H, T, S)``; returns ``(B, H, T, K)``.
+
+    The kernel never stores the ``(B, H, T, S)`` weights, which is where its speed comes from.
+    A query whose keys are all masked gets a zero output, as in the slow path: such rows are
+    let see every key (so no backend ever computes ``softmax`` of all ``-inf``), then zeroed.
+    """
+    if mask is None:
+        return F.scaled_dot_product_attention(queries, keys, values)  # (B, H, T, K)
+    anything_allowed = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
+    if bool(anything_allowed.all()):
+        return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)
+    per_head = F.scaled_dot_product_attention(
+        queries, keys, values, attn_mask=mask | ~anything_allowed
+    )  # (B, H, T, K); rows with nothing allowed are computed over every key, then zeroed
+    return per_head.masked_fill(~anything_allowed, 0.0)  # (..., T, 1) broadcasts over K
+
+
 class MultiHeadAttention(nn.Module):
     """All heads at once: three ``(D, D)`` projections split into ``H`` heads, then ``W_O``.
 
@@ -132,6 +159,11 @@ class MultiHeadAttention(nn.Module):
         ``mask`` is boolean (``True`` = may attend) and broadcastable to ``(B, H, T, S)``.
         Returns ``output`` ``(B, T, D)`` and, if ``need_weights``, every head's weights
         ``(B, H, T, S)`` (``nn.MultiheadAttention`` returns their mean over ``H``).
+
+        ``need_weights=False`` takes a fast path: PyTorch's fused
+        ``F.scaled_dot_product_attention`` computes the same output (equal within float
+        rounding, as the tests check) without ever storing the weights; ``None`` is returned
+        in their place.
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -149,12 +181,16 @@ class MultiHeadAttention(nn.Module):
         keys = keys.transpose(1, 2)  # (B, S, H, K) -> (B, H, S, K)
         values = values.transpose(1, 2)  # (B, S, H, K) -> (B, H, S, K)
 
-        per_head, weights = scaled_dot_product_attention_torch(queries, keys, values, mask)
-        # per_head (B, H, T, K), weights (B, H, T, S): every head attends independently
+        if need_weights:
+            per_head, weights = scaled_dot_product_attention_torch(queries, keys, values, mask)
+            # per_head (B, H, T, K), weights (B, H, T, S): every head attends independently
+        else:
+            per_head, weights = _fused_attention(queries, keys, values, mask), None
+            # per_head (B, H, T, K): the same numbers, without materialising the weights
         concatenated = per_head.transpose(1, 2).reshape(batch, length, d_model)
         # (B, H, T, K) -> (B, T, H, K) -> (B, T, H K) = (B, T, D): head h fills columns hK..(h+1)K
         output = self.W_O(concatenated)  # (B, T, D) -> (B, T, D)
-        return output, (weights if need_weights else None)
+        return output, weights
 
 
 class SeparateHeadsAttention(nn.Module):
