@@ -143,3 +143,13 @@ def test_live_explorer_recomputes_and_escapes_errors():
     view.controls["sentence"].value = "<i>pear</i>"
     assert "&lt;i&gt;pear&lt;/i&gt;" in view.message.value and "<i>" not in view.message.value
     assert view.output.outputs == before
+
+
+def test_the_plane_can_be_renamed():
+    default = widgets.apple_explorer(_records(), ANCHORS).to_dict()
+    assert default["hconcat"][0]["title"] == "Static vector → contextual vector"
+    spec = widgets.apple_explorer(
+        _records(), ANCHORS, plane_title="Layer by layer", axis_titles=("fruit", "tech")
+    ).to_dict()
+    assert spec["hconcat"][0]["title"] == "Layer by layer"
+    assert '"title": "fruit"' in json.dumps(spec)

@@ -1,6 +1,7 @@
 """Tests for transformer_tutorial.widgets.attention: the attention-heatmap explorer."""
 
 import json
+import re
 
 import ipywidgets as ipw
 import numpy as np
@@ -168,3 +169,74 @@ def test_live_message_escapes_markup():
 
     view = widgets.live_attention_explorer(compute, "<b>x</b>")
     assert "&lt;b&gt;x&lt;/b&gt;" in view.message.value and "<b>x" not in view.message.value
+
+
+# --- records of several models (a toy model beside a real one) --------------------------------
+
+
+def _two_models():
+    toy = [
+        _record("toy a", layers=2, heads=2, seed=0, model="toy"),
+        _record("toy b", tokens=("i", "eat", "pizza"), layers=2, heads=2, seed=1, model="toy"),
+    ]
+    real = [_record("real", layers=6, heads=12, seed=2, model="real model")]
+    return toy + real
+
+
+def test_records_of_different_models_may_differ_in_shape():
+    records = _two_models()
+    spec = widgets.attention_explorer(records, start=2, start_layer=5, start_head=11).to_dict()
+    params = _params(spec)
+    assert params["layer"]["bind"]["labels"] == [f"layer {i}" for i in range(1, 7)]
+    assert (params["head"]["bind"]["min"], params["head"]["bind"]["max"]) == (1, 12)
+    assert params["record_layers"]["value"] == [2, 2, 6]
+    assert params["record_heads"]["value"] == [2, 2, 12]
+    # a record with fewer layers or heads shows its last one
+    assert params["shown_layer"]["expr"] == "min(layer, record_layers[sentence] - 1)"
+    assert params["shown_head"]["expr"] == "min(head, record_heads[sentence])"
+    text = json.dumps(spec)
+    assert "datum.r == sentence && datum.l == shown_layer" in text
+    assert "datum.h + 1 == shown_head" in text
+    # the line above the heatmap names the model and its size
+    (note,) = [panel for panel in spec["vconcat"] if panel.get("mark", {}).get("type") == "text"]
+    assert "datum.m + ': ' + datum.nl" in json.dumps(note)
+    tokens = widgets.attention_explorer_data(records)["tokens"]
+    assert [(row["m"], row["nl"], row["nh"]) for row in tokens] == [
+        ("toy", 2, 2), ("toy", 2, 2), ("real model", 6, 12)
+    ]  # fmt: skip
+    assert tokens[2]["ln"] == [f"layer {i}" for i in range(1, 7)]
+
+
+def test_one_model_keeps_the_plain_explorer():
+    spec = widgets.attention_explorer([_record("a"), _record("b", seed=1)]).to_dict()
+    assert {"record_layers", "shown_layer", "shown_head"}.isdisjoint(_params(spec))
+    assert "shown_layer" not in json.dumps(spec) and len(spec["vconcat"]) == 2
+    (row, _) = widgets.attention_explorer_data([_record("a"), _record("b", seed=1)])["tokens"]
+    assert set(row) == {"r", "qt", "kt"}
+
+
+def test_records_of_one_model_must_still_agree():
+    with pytest.raises(ValueError, match=r"every record of 'toy' needs the same \(layers, heads\)"):
+        widgets.attention_explorer([_record("a", model="toy"), _record("b", heads=2, model="toy")])
+    with pytest.raises(ValueError, match="model must be None or a non-empty string"):
+        widgets.attention_explorer([_record("a", model=" ")])
+
+
+def test_a_model_without_a_name_is_called_this_model():
+    records = [_record("a", model="real", layers=3), _record("b", heads=2)]
+    tokens = widgets.attention_explorer_data(records)["tokens"]
+    assert [row["m"] for row in tokens] == ["real", "this model"]
+
+
+def test_datasets_are_added_after_validation_and_survive_copies():
+    records = _two_models()
+    chart = widgets.attention_explorer(records)
+    spec = chart.to_dict(validate=True)  # the whole structure is valid Vega-Lite
+    data = widgets.attention_explorer_data(records)
+    assert sorted(map(json.dumps, spec["datasets"].values())) == sorted(
+        map(json.dumps, data.values())
+    )
+    named = set(re.findall(r'"data": \{"name": "([^"]+)"\}', json.dumps(spec)))
+    assert named == set(spec["datasets"])  # every reference has its data, nothing is extra
+    copied = chart.configure_view(strokeWidth=1)  # Altair's methods copy the chart
+    assert copied.to_dict()["datasets"] == spec["datasets"]

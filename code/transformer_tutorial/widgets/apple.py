@@ -175,8 +175,13 @@ def apple_explorer(
     title: str = "Where attention moves the word",
     start: int = 0,
     axis_titles: tuple[str, str] = ("dimension 1", "dimension 2"),
+    plane_title: str = "Static vector → contextual vector",
 ) -> alt.TopLevelMixin:
-    """The explorer as one Vega-Lite chart; the preset menu is a browser-side parameter."""
+    """The explorer as one Vega-Lite chart; the preset menu is a browser-side parameter.
+
+    ``axis_titles`` and ``plane_title`` name the plane: what its two coordinates measure (for a
+    real model's vectors projected to 2-D, say which projection).
+    """
     data = apple_explorer_data(records, anchors)
     if not 0 <= start < len(records):
         raise ValueError(f"start={start} is outside 0..{len(records) - 1}")
@@ -281,7 +286,7 @@ def apple_explorer(
         static_label,
         arrowhead,
         context_label,
-    ).properties(width=PLANE_SIZE, height=PLANE_SIZE, title="Static vector → contextual vector")
+    ).properties(width=PLANE_SIZE, height=PLANE_SIZE, title=plane_title)
 
     panels: list[alt.TopLevelMixin] = [plane]
     if data["attention"]:

@@ -15,6 +15,8 @@ are two different rows. Token text is always drawn as text (SVG text, escaped to
 sentence containing ``<b>x</b>`` shows those characters.
 """
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +46,7 @@ class AttentionRecord:
     weights: np.ndarray  # (layers, heads, T, S), each row sums to 1
     key_tokens: list[str] | None = None  # length S; None means the same as tokens (self-attention)
     layer_names: list[str] | None = None  # None -> "layer 1".."layer N"
+    model: str | None = None  # which model; records of different models may differ in shape
 
     @property
     def keys(self) -> list[str]:
@@ -101,21 +104,37 @@ def _check_record(record: AttentionRecord) -> np.ndarray:
 
 
 def _check_records(records: Sequence[AttentionRecord]) -> list[np.ndarray]:
+    """Every record checked; the records of one ``model`` must share (layers, heads) and
+    layer names. Records of different models may differ (see :func:`attention_explorer`)."""
     check_menu_records(records, "AttentionRecord")
     arrays = [_check_record(record) for record in records]
-    first = arrays[0].shape[:2]
-    for record, weights in zip(records, arrays, strict=True):
-        if weights.shape[:2] != first:
+    first_of_model: dict[str | None, int] = {}
+    for index, (record, weights) in enumerate(zip(records, arrays, strict=True)):
+        if record.model is not None and (
+            not isinstance(record.model, str) or not record.model.strip()
+        ):
             raise ValueError(
-                f"every record needs the same (layers, heads) = {first}; record "
+                f"record {record.label!r}: model must be None or a non-empty string, "
+                f"got {record.model!r}"
+            )
+        first = first_of_model.setdefault(record.model, index)
+        same = "every record" if record.model is None else f"every record of {record.model!r}"
+        if weights.shape[:2] != arrays[first].shape[:2]:
+            raise ValueError(
+                f"{same} needs the same (layers, heads) = {arrays[first].shape[:2]}; record "
                 f"{record.label!r} has {weights.shape[:2]}"
             )
-        if record.names != records[0].names:
+        if record.names != records[first].names:
             raise ValueError(
-                f"every record needs the same layer_names; record {record.label!r} has "
-                f"{record.names}, the first has {records[0].names}"
+                f"{same} needs the same layer_names; record {record.label!r} has "
+                f"{record.names}, {records[first].label!r} has {records[first].names}"
             )
     return arrays
+
+
+def _mixed(records: Sequence[AttentionRecord]) -> bool:
+    """Whether the records come from models of different shapes (layers, heads)."""
+    return len({np.shape(record.weights)[:2] for record in records}) > 1
 
 
 def attention_explorer_data(records: Sequence[AttentionRecord]) -> dict[str, list[dict]]:
@@ -123,7 +142,9 @@ def attention_explorer_data(records: Sequence[AttentionRecord]) -> dict[str, lis
 
     - ``"weights"``: one row per (record ``r``, layer ``l``, head ``h``, query ``q``) holding
       that query's weights over every key as a list, ``{"r", "l", "h", "q", "w": [...]}``;
-    - ``"tokens"``: one row per record, ``{"r", "qt": [query tokens], "kt": [key tokens]}``.
+    - ``"tokens"``: one row per record, ``{"r", "qt": [query tokens], "kt": [key tokens]}``;
+      when the records come from models of different shapes, also the record's model
+      ``"m"``, its layer and head counts ``"nl"``, ``"nh"`` and its layer names ``"ln"``.
 
     Lists keep the page small; the chart unpacks them with Vega-Lite's ``flatten``.
     """
@@ -145,7 +166,52 @@ def attention_explorer_data(records: Sequence[AttentionRecord]) -> dict[str, lis
                         }
                     )
         token_rows.append({"r": r, "qt": list(record.tokens), "kt": record.keys})
+    if _mixed(records):
+        for row, record in zip(token_rows, records, strict=True):
+            layers, heads = np.shape(record.weights)[:2]
+            model = record.model or "this model"
+            row.update(m=model, nl=int(layers), nh=int(heads), ln=record.names)
     return {"weights": weight_rows, "tokens": token_rows}
+
+
+def _named(values: list[dict], datasets: dict[str, list[dict]]) -> alt.NamedData:
+    """``values`` as a named dataset, under the name Altair itself would give inline data
+    (``"data-"`` and a hash of the JSON), so the chart's spec is the same either way."""
+    text = json.dumps(values, sort_keys=True, default=str)
+    name = "data-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    datasets[name] = values
+    return alt.NamedData(name=name)
+
+
+class _DatasetChart(alt.VConcatChart):
+    """A chart whose datasets join its spec only after Altair has validated the rest.
+
+    Altair deep-copies inline data at every step of building a chart and checks every number
+    against the Vega-Lite schema: for a real model's 6 layers x 12 heads that took about 2 s,
+    too slow to redraw as a reader types. Here the chart refers to its data by name, and
+    ``to_dict`` adds the datasets at the top level, where Altair would have put them; the
+    records were checked by :func:`_check_records` already. Display it as a chart of its own
+    (inside another chart its datasets would not reach the top level).
+    """
+
+    _book_datasets: dict[str, list[dict]]
+
+    @classmethod
+    def wrap(cls, chart: alt.VConcatChart, datasets: dict[str, list[dict]]) -> "_DatasetChart":
+        wrapped = chart.copy(deep=False)
+        object.__setattr__(wrapped, "__class__", cls)  # same fields; to_dict and copy differ
+        object.__setattr__(wrapped, "_book_datasets", datasets)
+        return wrapped
+
+    def copy(self, *args, **kwargs) -> "_DatasetChart":  # Altair's methods all copy first
+        copied = super().copy(*args, **kwargs)
+        object.__setattr__(copied, "_book_datasets", self._book_datasets)
+        return copied
+
+    def to_dict(self, *args, **kwargs) -> dict:
+        spec = super().to_dict(*args, **kwargs)
+        spec["datasets"] = {**spec.get("datasets", {}), **self._book_datasets}
+        return spec
 
 
 def attention_explorer(
@@ -160,9 +226,18 @@ def attention_explorer(
 
     The top panel is the chosen head; the grid below shows every head of the chosen layer.
     ``start``, ``start_layer`` and ``start_head`` are 0-based; the page counts from 1.
+
+    Records of several models (``AttentionRecord.model``) may differ in their numbers of layers
+    and heads, say a toy model's 2 x 2 beside a real model's 6 x 12. The layer menu and the head
+    slider then run over the largest; a record with fewer shows its last layer (or head) when
+    asked for one it does not have, and a line above the heatmap names its model, its size and
+    the layer and head shown.
     """
     data = attention_explorer_data(records)
-    layers, heads = np.shape(records[0].weights)[:2]
+    mixed = _mixed(records)
+    deepest = max(records, key=lambda record: np.shape(record.weights)[0])
+    layers = int(np.shape(deepest.weights)[0])
+    heads = int(max(np.shape(record.weights)[1] for record in records))
     for name, value, count in (
         ("start", start, len(records)),
         ("start_layer", start_layer, layers),
@@ -175,9 +250,7 @@ def attention_explorer(
     layer = alt.param(
         name="layer",
         value=start_layer,
-        bind=alt.binding_select(
-            options=list(range(layers)), labels=records[0].names, name="layer "
-        ),
+        bind=alt.binding_select(options=list(range(layers)), labels=deepest.names, name="layer "),
     )
     head = alt.param(
         name="head",
@@ -185,12 +258,16 @@ def attention_explorer(
         bind=alt.binding_range(min=1, max=heads, step=1, name="head "),
     )
 
+    # The layer and head shown: the chosen ones, or the record's last if it has fewer.
+    shown_layer, shown_head = ("shown_layer", "shown_head") if mixed else ("layer", "head")
+    datasets = {}
+    weights_data, tokens_data = (_named(data[key], datasets) for key in ("weights", "tokens"))
     cells = (
-        alt.Chart(alt.InlineData(values=data["weights"]))
-        .transform_filter("datum.r == sentence && datum.l == layer")
+        alt.Chart(weights_data)
+        .transform_filter(f"datum.r == sentence && datum.l == {shown_layer}")
         .transform_lookup(
             lookup="r",
-            from_=alt.LookupData(alt.InlineData(values=data["tokens"]), "r", ["qt", "kt"]),
+            from_=alt.LookupData(tokens_data, "r", ["qt", "kt"]),
         )
         .transform_calculate(k="sequence(0, length(datum.w))")
         .transform_flatten(["w", "kt", "k"], as_=["weight", "key_token", "k"])
@@ -233,7 +310,7 @@ def attention_explorer(
     tokens_k = alt.param(name="tokens_k", value=[record.keys for record in records])
 
     main = (
-        cells.transform_filter("datum.h + 1 == head")
+        cells.transform_filter(f"datum.h + 1 == {shown_head}")
         .mark_rect()
         .encode(
             x=alt.X("k:O", title="key (looked at)", axis=key_axis),
@@ -260,7 +337,9 @@ def attention_explorer(
             y=alt.Y("q:O", title=None, axis=small_axis_y),
             color=colour,
             tooltip=tooltip,
-            stroke=alt.condition("datum.h + 1 == head", alt.value("#D55E00"), alt.value(None)),
+            stroke=alt.condition(
+                f"datum.h + 1 == {shown_head}", alt.value("#D55E00"), alt.value(None)
+            ),
         )
         .properties(width=alt.Step(grid_step), height=alt.Step(grid_step))
         .facet(
@@ -272,10 +351,35 @@ def attention_explorer(
             columns=columns,
         )
     )
-    chart = alt.vconcat(main, grid, spacing=28, title=alt.Title(title, anchor="start"))
+    panels: list[alt.TopLevelMixin] = [main, grid]
+    params = [sentence, layer, head, tokens_q, tokens_k]
+    if mixed:
+        record_layers = [int(np.shape(record.weights)[0]) for record in records]
+        record_heads = [int(np.shape(record.weights)[1]) for record in records]
+        params += [
+            alt.param(name="record_layers", value=record_layers),
+            alt.param(name="record_heads", value=record_heads),
+            alt.param(name="shown_layer", expr="min(layer, record_layers[sentence] - 1)"),
+            alt.param(name="shown_head", expr="min(head, record_heads[sentence])"),
+        ]
+        note = (
+            alt.Chart(tokens_data)
+            .transform_filter("datum.r == sentence")
+            .transform_calculate(
+                note="datum.m + ': ' + datum.nl + (datum.nl == 1 ? ' layer' : ' layers') + "
+                "' × ' + datum.nh + (datum.nh == 1 ? ' head' : ' heads') + '; showing ' + "
+                "datum.ln[shown_layer] + ', head ' + shown_head + "
+                "(layer >= datum.nl || head > datum.nh ? ' (it has no more)' : '')"
+            )
+            .mark_text(align="left", baseline="top", fontSize=13, fontWeight="bold")
+            .encode(x=alt.value(0), y=alt.value(0), text="note:N")
+            .properties(width=300, height=16)
+        )
+        panels.insert(0, note)
+    chart = alt.vconcat(*panels, spacing=28, title=alt.Title(title, anchor="start"))
     # Set the parameters directly: `add_params` cannot yet walk into a facet inside a concat.
-    chart.params = [param.param for param in (sentence, layer, head, tokens_q, tokens_k)]
-    return chart.configure_view(stroke=None)
+    chart.params = [param.param for param in params]
+    return _DatasetChart.wrap(chart.configure_view(stroke=None), datasets)
 
 
 def live_attention_explorer(compute: Callable[[str], AttentionRecord], sentence: str) -> LiveView:
