@@ -35,6 +35,7 @@ from transformer_tutorial.attention import linear
 from transformer_tutorial.checks import check_positive_int
 from transformer_tutorial.feed_forward import FeedForward, FeedForwardConfig
 from transformer_tutorial.multi_head import MultiHeadAttention, MultiHeadConfig
+from transformer_tutorial.training import Adam
 from transformer_tutorial.transformer import EncoderOnly, TransformerConfig
 
 __all__ = [
@@ -284,7 +285,7 @@ def train_token_model(config: TokenTaskConfig) -> Training:
     def train() -> Training:
         generator = torch.Generator().manual_seed(config.seed)
         model = TokenMixer(config, generator=generator)
-        optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+        optimiser = Adam(model.parameters(), lr=config.learning_rate)  # = torch.optim.Adam
         training = Training(model)
         for _ in range(config.steps):
             features, targets = token_batch(config, config.batch_size, config.length, generator)
@@ -419,7 +420,7 @@ def train_sentence_model(config: SentenceConfig) -> Training:
 
     def train() -> Training:
         model = EncoderOnly(model_config, generator=torch.Generator().manual_seed(config.seed))
-        optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+        optimiser = Adam(model.parameters(), lr=config.learning_rate)  # = torch.optim.Adam
         ids, answers = sentence_data()
         training = Training(model)
         for _ in range(config.steps):
