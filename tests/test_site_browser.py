@@ -70,9 +70,15 @@ TIMEOUT_MS = 15_000
 PAGES = {
     "chapters/index.html": True,
     "chapters/01_why_not_rnns.html": True,
+    "chapters/02_text_to_vectors.html": True,
     "chapters/03_positional_encoding.html": True,
     "chapters/04_self_attention.html": True,
     "chapters/05_multi_head_attention.html": True,
+    "chapters/06_add_norm.html": True,
+    "chapters/07_feed_forward.html": True,
+    "chapters/08_masking.html": True,
+    "chapters/09_whole_transformer.html": True,
+    "chapters/10_real_model.html": True,
     "chapters/bibliography.html": False,
 }
 # Pages with the positional-encoding explorer; a later explorer gets tests of its own.
@@ -670,9 +676,13 @@ class AttentionExplorer:
     heads: int  # the head slider runs 1 .. heads; the grid shows one small heatmap per head
 
 
+REAL_MODEL = "chapters/10_real_model.html"
+# Explorers mixing a toy model's records with the real model's (6 layers of 12 heads): the menus
+# cover the largest; each starts on a real-model preset.
 ATTENTION_EXPLORERS = {
-    SELF_ATTENTION: AttentionExplorer(sentences=6, layers=2, heads=2),
-    MULTI_HEAD: AttentionExplorer(sentences=5, layers=1, heads=4),
+    SELF_ATTENTION: AttentionExplorer(sentences=10, layers=6, heads=12),
+    MULTI_HEAD: AttentionExplorer(sentences=9, layers=6, heads=12),
+    REAL_MODEL: AttentionExplorer(sentences=5, layers=6, heads=12),
 }
 CHOSEN_HEAD = re.compile(r"^The chosen head$")  # the big heatmap's title
 ALL_HEADS = re.compile(r"^All heads of the chosen layer")  # the grid of small heatmaps (a facet)
@@ -1117,3 +1127,205 @@ def test_charts_fit_the_text_column(visits, path):
         }).filter(size => size.chart > size.column + 1)"""
     )
     assert not too_wide, f"{path}: charts wider than the column: {too_wide}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The explorers of chapters 2, 8, 9 and 10, and the real model's apple explorers (chapters 4, 10).
+
+TEXT_TO_VECTORS = "chapters/02_text_to_vectors.html"
+NEIGHBOURS = re.compile(r"^Nearest neighbours in the embedding table")
+BARS = "g.mark-rect.role-mark"
+
+
+def _word_labels(view: Locator) -> list[str]:
+    """The labels of the axis that shows words (the other one shows numbers)."""
+    for labels in _axis_labels(view):
+        if labels and not all(re.fullmatch(r"[−-]?[\d.]+", label) for label in labels):
+            return labels
+    return []
+
+
+@pytest.mark.browser
+def test_neighbour_explorer_follows_its_menu(driven):
+    visit = driven(TEXT_TO_VECTORS)
+    chart = _chart(visit.page, NEIGHBOURS)
+    menu = _control(chart, "word", "select")
+    words = menu.locator("option").all_text_contents()
+    assert len(words) >= 10 and "apple" in words, f"the word menu offers {words}"
+    bars = _shapes(chart, BARS)
+    assert len(bars) == 10, f"{len(bars)} bars of neighbours"
+    before = _word_labels(chart)
+    assert menu.evaluate("menu => menu.options[menu.selectedIndex].text") not in before
+    _change(menu, menu.locator("option").nth(words.index("apple")).get_attribute("value"))
+    labels, seconds = _until_changed(lambda: _word_labels(chart), before, "neighbours of 'apple'")
+    assert labels[0] == "apples" and "iphone" in labels, f"neighbours of 'apple': {labels}"
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.neighbours-apple.png")
+    problems = visit.problems()
+    assert not problems, "\n".join(problems)
+    assert seconds < REDRAW_SECONDS, f"took {seconds:.1f} s to redraw: too slow to use"
+
+
+MASKING = "chapters/08_masking.html"
+MASKS = re.compile(r"^Masks: which keys each query may see")
+MASK_PANEL = re.compile(r"^Mask, and the scores it leaves$")
+MASK_STATE = re.compile(
+    r"S = (\d+) positions: n = (\d+) real tokens?, \d+ \[PAD\] on the (left|right); "
+    r"causal mask (on|off)"
+)
+
+
+def _mask_state(chart: Locator) -> tuple[int, int, str, bool]:
+    """(S, n, padding side, causal) as the explorer's title states them."""
+    title = " ".join(chart.locator("g.role-title text").all_text_contents())
+    state = MASK_STATE.search(title)
+    assert state, f"the mask explorer's title does not say what it shows: {title!r}"
+    length, real, side, causal = state.groups()
+    return int(length), int(real), side, causal == "on"
+
+
+def _hidden_cells(length: int, real: int, side: str, causal: bool) -> int:
+    """Cells (query t, key s) the masks hide, counted from their definitions."""
+    first_real = 0 if side == "right" else length - real
+    return sum(
+        not (first_real <= s < first_real + real and (s <= t or not causal))
+        for t in range(length)
+        for s in range(length)
+    )
+
+
+def _mask_cells(panel: Locator) -> tuple[int, int]:
+    """(cells, cells showing −∞) in the mask panel."""
+    texts = panel.locator("g.mark-text text").all_text_contents()
+    return len(_shapes(panel, HEATMAP)), texts.count("−∞")
+
+
+@pytest.mark.browser
+def test_mask_explorer_follows_its_controls(driven):
+    visit = driven(MASKING)
+    chart = _chart(visit.page, MASKS)
+    panel = _view(chart, MASK_PANEL)
+    chart.scroll_into_view_if_needed()
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.masks-before.png")
+
+    def check() -> tuple[int, int, str, bool]:
+        state = _mask_state(chart)
+        length = state[0]
+        cells, hidden = _mask_cells(panel)
+        assert cells == length * length, f"{cells} cells for S = {length}"
+        assert hidden == _hidden_cells(*state), f"{hidden} cells show −∞ for {state}"
+        return state
+
+    state = check()
+    causal = _control(chart, "causal mask", "input[type=checkbox]")
+    causal.click()
+    after, seconds = _until_changed(lambda: _mask_state(chart), state, "causal mask toggled")
+    assert after[3] != state[3]
+    state = check()
+
+    real = _control(chart, "real tokens n", "input[type=range]")
+    _change(real, max(1, state[1] - 2))
+    state_before, state = state, _until_changed(lambda: _mask_state(chart), state, "n changed")[0]
+    assert state[1] < state_before[1]
+    state = check()
+
+    other_side = "left" if state[2] == "right" else "right"
+    bindings = chart.locator(".vega-bindings .vega-bind").filter(
+        has=visit.page.locator(".vega-bind-name", has_text="[PAD] on the")
+    )
+    bindings.locator(f"input[type=radio][value={other_side}]").click()
+    state = _until_changed(lambda: _mask_state(chart), state, "padding side")[0]
+    assert state[2] == other_side
+    check()
+
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.masks-after.png")
+    problems = visit.problems()
+    assert not problems, "\n".join(problems)
+    assert seconds < REDRAW_SECONDS, f"took {seconds:.1f} s to redraw: too slow to use"
+
+
+WHOLE_TRANSFORMER = "chapters/09_whole_transformer.html"
+# Chapter 9's three explorers of the trained reversal model (2 layers of 4 heads per stack):
+# title -> whether queries and keys are the same tokens.
+WHOLE_EXPLORERS = {
+    "Cross-attention": False,
+    "Decoder self-attention": True,
+    "Encoder self-attention": True,
+}
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("title", WHOLE_EXPLORERS)
+def test_trained_model_explorers_render(visits, title):
+    chart = _chart(visits(WHOLE_TRANSFORMER).page, re.compile("^" + re.escape(title)))
+    sentences = _control(chart, "sentence", "select").locator("option").all_text_contents()
+    assert len(sentences) >= 4, f"sentence menu offers {sentences}"
+    assert all("→" in sentence for sentence in sentences), sentences
+    layers = _control(chart, "layer", "select").locator("option").all_text_contents()
+    assert len(layers) == 2, f"layer menu offers {layers}"
+    view = _view(chart, CHOSEN_HEAD)
+    axes = _axis_labels(view)
+    assert len(axes) == 2, f"the big heatmap has {len(axes)} axes"
+    cells = len(_shapes(view, HEATMAP))
+    assert cells == len(axes[0]) * len(axes[1]), f"{cells} cells for axes {axes}"
+    if WHOLE_EXPLORERS[title]:
+        assert axes[0] == axes[1], f"keys and queries differ: {axes}"
+    else:  # decoder positions ([START] and the reversed letters) over the source letters
+        assert axes[0] != axes[1] and "[START]" in axes[0] + axes[1], f"axes: {axes}"
+    _check_chosen_head(chart, 4)
+
+
+REAL_APPLES = {  # page -> title of the real model's apple explorer
+    SELF_ATTENTION: re.compile(r"^The real model: where its six layers move 'apple'"),
+    REAL_MODEL: re.compile(r"^all-MiniLM-L6-v2: where the layers move 'apple'"),
+}
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", REAL_APPLES)
+def test_real_apple_explorer_follows_its_menu(driven, path):
+    visit = driven(path)
+    chart = _chart(visit.page, REAL_APPLES[path])
+    menu = _control(chart, "sentence", "select")
+    contexts = menu.locator("option").all_text_contents()
+    assert len(contexts) >= 3, f"the real apple explorer offers {contexts}"
+    senses = {context.split(":")[0] for context in contexts}
+    assert {"fruit", "technology"} <= senses, f"contexts: {contexts}"
+    bars = _view(chart, APPLE_BARS)
+
+    def marks() -> tuple:
+        lines = chart.locator("g.mark-line.role-mark path").evaluate_all(
+            "paths => paths.map(path => path.getAttribute('d'))"
+        )
+        return tuple(lines), tuple(map(tuple, _shapes(bars, BARS)))
+
+    before = marks()
+    assert before[0], "no trajectory drawn"
+    assert before[1], "no attention bars drawn"
+    index = int(menu.input_value())
+    target = next(
+        i for i, context in enumerate(contexts)
+        if context.split(":")[0] != contexts[index].split(":")[0]
+    )  # fmt: skip
+    _change(menu, menu.locator("option").nth(target).get_attribute("value"))
+    after, seconds = _until_changed(marks, before, f"apple explorer for {contexts[target]!r}")
+    assert after[0] != before[0], "the trajectory did not move"
+    chart.screenshot(path=SCREENSHOTS / f"{visit.name}.real-apple.png")
+    problems = visit.problems()
+    assert not problems, "\n".join(problems)
+    assert seconds < REDRAW_SECONDS, f"took {seconds:.1f} s to redraw: too slow to use"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", PAGES)
+def test_display_math_fits_the_text_column(visits, path):
+    """A display equation wider than the column is cut off at its right edge (seen once: two
+    formulas side by side in chapter 6)."""
+    too_wide = visits(path).page.evaluate(
+        """() => [...document.querySelectorAll('mjx-container[display="true"]')].map(math => {
+            const column = math.closest('article') || document.body;
+            const box = math.firstElementChild.getBoundingClientRect();
+            const edge = column.getBoundingClientRect().right;
+            return {tex: math.textContent.slice(0, 60), right: box.right, edge: edge};
+        }).filter(size => size.right > size.edge + 1)"""
+    )
+    assert not too_wide, f"{path}: display math wider than the column: {too_wide}"

@@ -74,7 +74,12 @@ KINDS: tuple[str, ...] = ("encoder-decoder", "encoder-only", "decoder-only")
 
 @dataclass
 class TransformerConfig:
-    """Every hyperparameter of a Transformer. The defaults are the paper's base model."""
+    """Every hyperparameter of a Transformer. The defaults are the paper's base model.
+
+    ``d_ff=None`` and ``num_decoder_layers=None`` are filled in when the config is made
+    (``4 * d_model`` and ``num_layers``), so ``dataclasses.replace(config, d_model=...)`` or
+    ``replace(config, num_layers=...)`` keeps the old filled-in values: pass them again.
+    """
 
     kind: Kind = "encoder-decoder"  # which stacks exist (see the module docstring)
     vocab_size: int = 37000  # tokens in the (shared) vocabulary (paper EN-DE: about 37000 BPE)
