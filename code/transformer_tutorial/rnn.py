@@ -33,6 +33,7 @@ from transformer_tutorial.positional_encoding import (
     PositionalConfig,
     SinusoidalPositionalEncoding,
 )
+from transformer_tutorial.training import Adam
 
 __all__ = [
     "AttentionClassifier",
@@ -525,7 +526,7 @@ def train_classifier(
     model: nn.Module, task: RecallTaskConfig, train: TrainConfig, generator: torch.Generator
 ) -> list[float]:
     """Train ``model`` on fresh recall batches; returns the loss of every step."""
-    optimiser = torch.optim.Adam(model.parameters(), lr=train.learning_rate)
+    optimiser = Adam(model.parameters(), lr=train.learning_rate)  # = torch.optim.Adam, bit for bit
     losses = []
     model.train()
     for _ in range(train.steps):

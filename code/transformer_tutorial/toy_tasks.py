@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from transformer_tutorial.multi_head import MultiHeadAttention, MultiHeadConfig
+from transformer_tutorial.training import Adam
 
 __all__ = [
     "ALPHABET",
@@ -171,7 +172,7 @@ def train_toy_model(config: ToyConfig) -> ToyTraining:
 def _train(config: ToyConfig) -> ToyTraining:
     model = ToyModel(config)
     generator = torch.Generator().manual_seed(config.seed + 1)
-    optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    optimiser = Adam(model.parameters(), lr=config.learning_rate)  # = torch.optim.Adam, bit for bit
     training = ToyTraining(model)
     for _ in range(config.steps):
         length = int(torch.randint(config.min_len, config.max_len + 1, (1,), generator=generator))
