@@ -27,6 +27,7 @@ from transformer_tutorial.pretrained import (
     TECHNOLOGY_ANCHORS,
     SentencePipeline,
     anchor_points,
+    compare_with_reference,
     config_from_checkpoint,
     diagonal_count,
     group_similarity,
@@ -88,19 +89,27 @@ def _compare(encoder, reference, ids, mask):
     """Run both models on IDs ``(B, T)`` and padding mask ``(B, T)``; assert the last hidden
     states and every layer's weights agree at every real query position within ATOL.
     Returns both outputs for further checks."""
-    with torch.inference_mode():
-        ours = encoder.model(ids, padding_mask=mask, need_weights=True).encoder
-        theirs = reference(input_ids=ids, attention_mask=mask, output_attentions=True)
-    real = mask.bool()  # (B, T)
-    torch.testing.assert_close(
-        ours.hidden[real], theirs.last_hidden_state[real], atol=ATOL, rtol=0
-    )  # (real tokens, D)
-    assert len(ours.self_attention) == len(theirs.attentions) == encoder.config.num_layers
-    for layer, (mine, other) in enumerate(zip(ours.self_attention, theirs.attentions, strict=True)):
-        assert mine.shape == other.shape, f"layer {layer}"
-        rows = real[:, None, :, None].expand_as(mine)  # (B, H, T, S): real queries, every key
-        torch.testing.assert_close(mine[rows], other[rows], atol=ATOL, rtol=0)
-    return ours, theirs
+    comparison = compare_with_reference(encoder, reference, ids, mask)
+    assert len(comparison.ours.self_attention) == encoder.config.num_layers
+    assert comparison.hidden_gap <= ATOL, f"final vectors differ by {comparison.hidden_gap}"
+    assert comparison.weight_gap <= ATOL, f"attention weights differ by {comparison.weight_gap}"
+    return comparison.ours, comparison.theirs
+
+
+def test_the_comparison_sees_a_changed_weight_and_a_nan(encoder, transformers_module):
+    altered = transformers_module.BertModel.from_pretrained(
+        encoder.directory, attn_implementation="eager", local_files_only=True
+    ).eval()
+    ids, mask = _batch([[101, 1996, 4937, 102], [101, 7592, 102]])  # [CLS] the cat [SEP], ...
+    with torch.no_grad():
+        altered.encoder.layer[5].output.dense.bias[0] += 1e-3  # after the last attention
+    comparison = compare_with_reference(encoder, altered, ids, mask)
+    assert comparison.hidden_gap > ATOL and comparison.weight_gap <= ATOL
+    assert (comparison.tokens, comparison.weights) == (7, 6 * 12 * 7 * 4)
+    with torch.no_grad():
+        altered.encoder.layer[0].attention.self.query.bias[0] = float("nan")
+    comparison = compare_with_reference(encoder, altered, ids, mask)
+    assert not comparison.weight_gap <= ATOL and not comparison.hidden_gap <= ATOL
 
 
 def _batch(sequences):

@@ -50,7 +50,7 @@ from transformer_tutorial.embeddings import (
     split_words,
     tokenize,
 )
-from transformer_tutorial.transformer import EncoderOnly, TransformerConfig
+from transformer_tutorial.transformer import EncoderOnly, StackOutput, TransformerConfig
 
 if TYPE_CHECKING:  # views import models, not the other way round: imported where they are built
     from transformer_tutorial.widgets.apple import AnchorPoint, ShiftRecord
@@ -65,8 +65,10 @@ __all__ = [
     "DiagonalCount",
     "EncoderRun",
     "PretrainedEncoder",
+    "ReferenceComparison",
     "SentencePipeline",
     "anchor_points",
+    "compare_with_reference",
     "config_from_checkpoint",
     "diagonal_count",
     "group_similarity",
@@ -514,6 +516,50 @@ def load_pretrained(path: str | os.PathLike | None = None) -> PretrainedEncoder:
     return PretrainedEncoder(
         model, load_tokenizer(directory), sentence_pipeline(directory), name, directory
     )
+
+
+@dataclass
+class ReferenceComparison:
+    """The book's encoder and a reference implementation on the same batch, compared at every
+    real (non-padding) query position."""
+
+    ours: StackOutput  # the book's encoder: hidden (B, T, D), self_attention L x (B, H, T, S)
+    theirs: object  # the reference's output: last_hidden_state (B, T, D), attentions
+    hidden_gap: float  # largest |difference| of the final vectors at real tokens
+    weight_gap: float  # largest |difference| of any layer's weights in a real query's row
+    tokens: int  # real tokens compared
+    weights: int  # attention weights compared, over every layer
+
+
+def compare_with_reference(
+    encoder: PretrainedEncoder, reference: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor
+) -> ReferenceComparison:
+    """Run ``encoder`` and ``reference`` (``transformers``' ``BertModel`` with
+    ``attn_implementation="eager"``, so that it returns its weights) on token IDs ``(B, T)``
+    with padding mask ``(B, T)`` (1 = real token).
+
+    Rows of padded queries are left out: they are not used by anything downstream, and the two
+    implementations are free to fill them differently. Every key of a real query's row counts.
+    """
+    with torch.inference_mode():
+        ours = encoder.model(ids, padding_mask=mask, need_weights=True).encoder
+        theirs = reference(input_ids=ids, attention_mask=mask, output_attentions=True)
+    if len(ours.self_attention) != len(theirs.attentions):
+        raise ValueError(
+            f"the reference has {len(theirs.attentions)} layers, the book's encoder "
+            f"{len(ours.self_attention)}"
+        )
+    real = mask.bool()  # (B, T)
+    hidden_gap = (ours.hidden - theirs.last_hidden_state)[real].abs().max().item()
+    gaps, weights = [], 0
+    for mine, other in zip(ours.self_attention, theirs.attentions, strict=True):
+        if mine.shape != other.shape:
+            raise ValueError(f"weights of shape {tuple(mine.shape)} vs {tuple(other.shape)}")
+        rows = real[:, None, :, None].expand_as(mine)  # (B, H, T, S): real queries, every key
+        gaps.append((mine - other)[rows].abs().max())
+        weights += int(rows.sum())
+    weight_gap = torch.stack(gaps).max().item()  # torch's max keeps a NaN: then no check passes
+    return ReferenceComparison(ours, theirs, hidden_gap, weight_gap, int(real.sum()), weights)
 
 
 # ---------------------------------------------------------------------------------------------
