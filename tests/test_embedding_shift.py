@@ -21,6 +21,7 @@ from transformer_tutorial.embedding_shift import (
     attention_weights,
     diagonal_share,
     encode,
+    favours_self,
     measure_shift,
     relations_config,
     relations_corpus,
@@ -221,3 +222,11 @@ def test_diagonal_share():
     assert diagonal_share(np.stack([weights, np.eye(2)])) == 0.75
     with pytest.raises(ValueError, match=r"shape \(..., T, T\)"):
         diagonal_share(np.ones((2, 3)))
+
+
+def test_favours_self_answers_row_by_row():
+    weights = np.array([[[0.6, 0.4], [0.9, 0.1]], [[0.5, 0.5], [0.2, 0.8]]])  # (2, T=2, T=2)
+    np.testing.assert_array_equal(favours_self(weights), [[True, False], [False, True]])
+    assert favours_self(np.array([[1.0]])).tolist() == [True]  # one token: nothing else to favour
+    with pytest.raises(ValueError, match=r"shape \(..., T, T\)"):
+        favours_self(np.ones((0, 0)))

@@ -57,6 +57,7 @@ __all__ = [
     "attention_weights",
     "diagonal_share",
     "encode",
+    "favours_self",
     "measure_shift",
     "relations_config",
     "relations_corpus",
@@ -419,18 +420,24 @@ def attention_weights(model: ToyAttentionModel, sentence: str) -> tuple[list[str
     return words, output.weights[0].numpy().astype(float)  # (1, L, H, T, T) -> (L, H, T, T)
 
 
-def diagonal_share(weights: np.ndarray) -> float:
-    """Share of query rows whose largest weight is on the token itself (ties count as not).
-
-    ``weights`` has shape (..., T, T). "Every token attends most to itself" would make this 1.
-    """
+def favours_self(weights: np.ndarray) -> np.ndarray:
+    """For each query row of ``weights`` ``(..., T, T)``: is its largest weight on the token
+    itself? A tie counts as not. Returns booleans ``(..., T)``."""
     weights = np.asarray(weights, dtype=float)
     if weights.ndim < 2 or weights.shape[-1] != weights.shape[-2] or weights.shape[-1] == 0:
         raise ValueError(f"weights must have shape (..., T, T) with T > 0, got {weights.shape}")
     length = weights.shape[-1]
     diagonal = weights[..., np.arange(length), np.arange(length)]  # (..., T)
     others = np.where(np.eye(length, dtype=bool), -np.inf, weights).max(axis=-1)  # (..., T)
-    return float((diagonal > others).mean()) if length > 1 else 1.0
+    return diagonal > others  # with T = 1 there are no others: the row favours itself
+
+
+def diagonal_share(weights: np.ndarray) -> float:
+    """Share of query rows whose largest weight is on the token itself (ties count as not).
+
+    ``weights`` has shape (..., T, T). "Every token attends most to itself" would make this 1.
+    """
+    return float(favours_self(weights).mean())
 
 
 @dataclass

@@ -39,6 +39,7 @@ import torch
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
+from transformer_tutorial.embedding_shift import favours_self
 from transformer_tutorial.embeddings import (
     CLS_TOKEN,
     SEP_TOKEN,
@@ -712,7 +713,7 @@ def diagonal_count(records: Sequence["AttentionRecord"]) -> DiagonalCount:
 
     For each record (one sentence, weights ``(L, H, T, T)``, every record of the same model),
     every query row of every layer and head: is its largest weight on the token itself (a tie
-    does not count, as in ``embedding_shift.diagonal_share``), and is it on ``[CLS]`` or
+    does not count: ``embedding_shift.favours_self``), and is it on ``[CLS]`` or
     ``[SEP]``?
     """
     if len(records) == 0:
@@ -733,16 +734,14 @@ def diagonal_count(records: Sequence["AttentionRecord"]) -> DiagonalCount:
                 f"{head_counts.shape}: count one model at a time"
             )
         length = weights.shape[-1]
-        diagonal = weights[..., np.arange(length), np.arange(length)]  # (L, H, T)
-        others = np.where(np.eye(length, dtype=bool), -np.inf, weights).max(axis=-1)  # (L, H, T)
-        favours_self = diagonal > others  # (L, H, T)
+        on_itself = favours_self(weights)  # (L, H, T)
         special = [i for i, token in enumerate(record.tokens) if token in (CLS_TOKEN, SEP_TOKEN)]
         strongest = weights.argmax(axis=-1)  # (L, H, T); a tie goes to the first key
-        counts = favours_self.sum(axis=-1)  # (L, H)
+        counts = on_itself.sum(axis=-1)  # (L, H)
         head_counts = counts if head_counts is None else head_counts + counts
-        rows += favours_self.size
-        on_self += int(favours_self.sum())
+        rows += on_itself.size
+        on_self += int(on_itself.sum())
         on_special += int(np.isin(strongest, special).sum())
-        chance += favours_self.size / length  # each of the T rows: 1 chance in T
+        chance += on_itself.size / length  # each of the T rows: 1 chance in T
     head_rows = rows / head_counts.size  # the same number of rows in every head
     return DiagonalCount(rows, on_self, on_special, chance / rows, head_counts / head_rows)
