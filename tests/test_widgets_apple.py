@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from transformer_tutorial import widgets
+from transformer_tutorial.widgets import apple
 
 ANCHORS = [
     widgets.AnchorPoint("fruit", "fruit", (0.5, 3.0)),
@@ -70,7 +71,8 @@ def test_preset_menu_is_a_browser_side_parameter():
     assert preset["bind"]["labels"] == ["tech", "fruit"]
     assert _params(spec)["attention_tokens"]["value"] == [["my", "apple", "os"], ["apple", "juice"]]
     text = json.dumps(spec)
-    assert "datum.r == preset" in text and "datum.r != preset" in text
+    assert "datum.r == preset" in text
+    assert "'apple' (a ring)" in spec["description"]
     # one square domain on both axes, so angles and distances are true to the data
     domains = re.findall(r'"domain": \[(-?[0-9.]+), (-?[0-9.]+)\]', text)
     assert len(set(domains)) == 2  # the plane's (x and y share one) and the weight axis [0, 1]
@@ -79,15 +81,61 @@ def test_preset_menu_is_a_browser_side_parameter():
 def test_without_attention_there_is_no_bar_panel():
     record = widgets.ShiftRecord("only points", "apple", np.array([[0.0, 0.0], [1.0, 1.0]]))
     spec = widgets.apple_explorer([record], ANCHORS).to_dict()
-    assert len(spec["hconcat"]) == 1
+    assert len(spec["vconcat"]) == 1
+
+
+def _label_boxes(spec):
+    """Every label's estimated box on the plane, in pixels: [(text, x0, y0, x1, y1)]."""
+    plane = spec["vconcat"][0]["hconcat"][1]  # beside a 1 px spacer: placed by its left edge
+    low, high = plane["layer"][0]["encoding"]["x"]["scale"]["domain"]
+    scale = apple.PLANE_SIZE / (high - low)
+    rows = [row for rows in spec["datasets"].values() for row in rows]
+    labels = [(row["word"], row["lx"], row["ly"], False) for row in rows if "lx" in row]
+    for row in rows:
+        if "sx" in row:
+            labels += [(row["static_text"], row["sx"], row["sy"], True),
+                       (row["context_text"], row["cx"], row["cy"], True)]  # fmt: skip
+    boxes = []
+    for text, x, y, bold in labels:
+        width = apple.text_width(text, apple.LABEL_FONT, bold)
+        px, py = (x - low) * scale, (high - y) * scale
+        height = apple.LABEL_FONT + 2
+        boxes.append((text, px - width / 2, py - height / 2, px + width / 2, py + height / 2))
+    return boxes
+
+
+def _overlap(a, b):
+    return min(a[3], b[3]) > max(a[1], b[1]) and min(a[4], b[4]) > max(a[2], b[2])
 
 
 def test_close_anchor_labels_are_spread():
-    crowded = [widgets.AnchorPoint(word, "g", (1.0, 1.0)) for word in ("a", "b", "c")]
+    words = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa")
+    crowded = [widgets.AnchorPoint(word, "g", (4.0, 4.0)) for word in words]
     spec = widgets.apple_explorer(_records()[:1], crowded).to_dict()
-    (rows,) = [rows for rows in spec["datasets"].values() if rows and "label_y" in rows[0]]
-    heights = sorted(row["label_y"] for row in rows)
-    assert heights[0] < heights[1] < heights[2]
+    boxes = _label_boxes(spec)
+    assert len(boxes) == len(words) + 2  # the anchors, and the static and in-context labels
+    anchors = boxes[: len(words)]
+    assert not any(_overlap(a, b) for i, a in enumerate(anchors) for b in anchors[i + 1 :])
+    # ten labels do not all fit next to one point: those set further away get a leader line
+    (leaders,) = [rows for rows in spec["datasets"].values() if rows and "x2" in rows[0]]
+    assert sum(row["r"] == -1 for row in leaders) >= 2
+
+
+def test_labels_of_each_preset_overlap_nothing_and_stay_on_the_plane():
+    spec = widgets.apple_explorer(_records(), ANCHORS).to_dict()
+    boxes = _label_boxes(spec)
+    anchors, ends = boxes[: len(ANCHORS)], boxes[len(ANCHORS) :]
+    for preset in range(len(_records())):
+        shown = anchors + ends[2 * preset : 2 * preset + 2]  # the preset's own two labels
+        for i, a in enumerate(shown):
+            assert -1 <= a[1] and a[3] <= apple.PLANE_SIZE + 1, a
+            assert -1 <= a[2] and a[4] <= apple.PLANE_SIZE + 1, a
+            assert not any(_overlap(a, b) for b in shown[i + 1 :]), a
+
+
+def test_no_colour_that_a_dark_page_would_hide():
+    text = json.dumps(widgets.apple_explorer(_records(), ANCHORS).to_dict())
+    assert "#000000" not in text and '"black"' not in text
 
 
 @pytest.mark.parametrize(
@@ -147,9 +195,9 @@ def test_live_explorer_recomputes_and_escapes_errors():
 
 def test_the_plane_can_be_renamed():
     default = widgets.apple_explorer(_records(), ANCHORS).to_dict()
-    assert default["hconcat"][0]["title"] == "Static vector → contextual vector"
+    assert default["vconcat"][0]["hconcat"][1]["title"] == ["Static vector → contextual vector"]
     spec = widgets.apple_explorer(
         _records(), ANCHORS, plane_title="Layer by layer", axis_titles=("fruit", "tech")
     ).to_dict()
-    assert spec["hconcat"][0]["title"] == "Layer by layer"
+    assert spec["vconcat"][0]["hconcat"][1]["title"] == ["Layer by layer"]
     assert '"title": "fruit"' in json.dumps(spec)

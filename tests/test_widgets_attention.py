@@ -9,6 +9,7 @@ import pytest
 
 from transformer_tutorial import widgets
 from transformer_tutorial.attention import softmax
+from transformer_tutorial.widgets import attention
 from transformer_tutorial.widgets.attention import DECIMALS
 
 
@@ -99,8 +100,39 @@ def test_controls_are_browser_side_parameters():
     for expression in ("datum.r == sentence && datum.l == layer", "datum.h + 1 == head"):
         assert expression in text
     assert '"scheme": "cividis"' in text and '"domain": [0, 1]' in text
-    # the all-heads grid: a facet over heads inside the concatenation
-    assert any("facet" in panel for panel in spec["vconcat"])
+    # the all-heads grid: a facet over heads under the chosen head's heatmap
+    assert "facet" in spec["vconcat"][1]
+    main = spec["vconcat"][0]["hconcat"][1]  # placed by its left edge, beside a 1 px spacer
+    assert main["title"] == "The chosen head"
+    # one model: the page's limits are the same for every sentence
+    assert spec["usermeta"]["limits"] == {
+        "layer": {"by": "sentence", "max": [1, 1, 1]},
+        "head": {"by": "sentence", "max": [3, 3, 3]},
+    }
+    assert "the chosen head" in spec["description"]
+
+
+def test_the_grid_names_each_head_and_draws_no_token_labels():
+    spec = widgets.attention_explorer([_record(heads=12)]).to_dict()
+    grid = spec["vconcat"][1]
+    assert grid["columns"] == 4
+    header = grid["facet"]["header"]
+    assert header["labelExpr"] == "'head ' + datum.value" and header["labelFontSize"] >= 11
+    assert grid["spec"]["encoding"]["x"]["axis"] is None
+    assert grid["spec"]["encoding"]["y"]["axis"] is None
+
+
+@pytest.mark.parametrize("length", [2, 8, 15, 40])
+def test_cells_shrink_with_the_longest_sentence(length):
+    record = _record(tokens=tuple(f"word{i}" for i in range(length)), heads=12)
+    spec = widgets.attention_explorer([record]).to_dict()
+    main, grid = spec["vconcat"][0]["hconcat"][1], spec["vconcat"][1]
+    step, small = main["width"]["step"], grid["spec"]["width"]["step"]
+    assert 8 <= step <= 26 and 2 <= small <= 12
+    if step > 8:  # the big heatmap and its labels fit the column
+        assert step * length + 26 <= attention.MAX_WIDTH
+    # four small heatmaps side by side fit the column too
+    assert 4 * small * length + 3 * attention.GRID_SPACING <= attention.MAX_WIDTH or small == 2
 
 
 def test_repeated_tokens_are_distinct_cells():
@@ -125,10 +157,10 @@ def test_layer_names_fill_the_menu():
 
 def test_markup_in_tokens_stays_data():
     record = _record(label="<b>bold</b>", tokens=("<b>x</b>", "&", "y"))
-    bundle = widgets.chart_bundle(widgets.attention_explorer([record]))
-    # JSON inside the script: the text is data for Vega (SVG text, escaped tooltips), not HTML
-    assert '"<b>x</b>"' in bundle["text/html"]
-    assert "<b>x</b></" not in bundle["text/html"].split("<script")[0]
+    chart = widgets.attention_explorer([record])
+    # the text is data for Vega (SVG text, escaped tooltips), and never markup in the page
+    assert '"<b>x</b>"' in json.dumps(chart.to_dict())
+    assert "<b>" not in widgets.chart_bundle(chart)["text/html"]
 
 
 def test_bundle_is_deterministic_and_small():
@@ -199,7 +231,14 @@ def test_records_of_different_models_may_differ_in_shape():
     assert "datum.h + 1 == shown_head" in text
     # the line above the heatmap names the model and its size
     (note,) = [panel for panel in spec["vconcat"] if panel.get("mark", {}).get("type") == "text"]
-    assert "datum.m + ': ' + datum.nl" in json.dumps(note)
+    assert "datum.nt + '\\nshowing ' + datum.ln[shown_layer]" in note["transform"][1]["calculate"]
+    names = [row["nt"] for row in spec["datasets"].values() for row in row if "nt" in row]
+    assert names == ["toy: 2 layers × 2 heads;"] * 2 + ["real model: 6 layers × 12 heads;"]
+    # the page narrows the layer menu and the head slider to each sentence's model
+    assert spec["usermeta"]["limits"] == {
+        "layer": {"by": "sentence", "max": [1, 1, 5]},
+        "head": {"by": "sentence", "max": [2, 2, 12]},
+    }
     tokens = widgets.attention_explorer_data(records)["tokens"]
     assert [(row["m"], row["nl"], row["nh"]) for row in tokens] == [
         ("toy", 2, 2), ("toy", 2, 2), ("real model", 6, 12)
@@ -233,9 +272,8 @@ def test_datasets_are_added_after_validation_and_survive_copies():
     chart = widgets.attention_explorer(records)
     spec = chart.to_dict(validate=True)  # the whole structure is valid Vega-Lite
     data = widgets.attention_explorer_data(records)
-    assert sorted(map(json.dumps, spec["datasets"].values())) == sorted(
-        map(json.dumps, data.values())
-    )
+    shipped = [rows for rows in spec["datasets"].values() if rows]  # not the spacer's []
+    assert sorted(map(json.dumps, shipped)) == sorted(map(json.dumps, data.values()))
     named = set(re.findall(r'"data": \{"name": "([^"]+)"\}', json.dumps(spec)))
     assert named == set(spec["datasets"])  # every reference has its data, nothing is extra
     copied = chart.configure_view(strokeWidth=1)  # Altair's methods copy the chart

@@ -168,10 +168,19 @@ def test_controls_are_browser_side_parameters():
     assert '"scheme": "cividis"' in text
     for label in WHY:
         assert json.dumps(label) in text  # the mask legend names every reason
-    # the title's second line names the combination shown, from the same parameters
-    title = spec["title"]["text"]["expr"]
-    assert "' [PAD] on the ' + side" in title and "(causal ? 'on' : 'off')" in title
-    assert "shown" in title and "lengths[sentence]" in title
+    # the line under the title names the combination shown, from the same parameters
+    (state,) = [view for view in spec["vconcat"] if view.get("mark", {}).get("type") == "text"]
+    (calculation,) = state["transform"]
+    assert "' [PAD] on the ' + side" in calculation["calculate"]
+    assert "(causal ? 'on' : 'off')" in calculation["calculate"]
+    assert "shown" in calculation["calculate"] and "lengths[sentence]" in calculation["calculate"]
+    assert spec["title"]["text"] == [
+        "Masks: which keys each query may see,",
+        "and the weights that are left",
+    ]
+    # the page narrows the n slider to the chosen sentence's length
+    assert spec["usermeta"] == {"limits": {"real": {"by": "sentence", "max": [6, 3, 1]}}}
+    assert "causal mask" in spec["description"]
 
 
 def test_default_start_leaves_two_pads():
@@ -184,9 +193,8 @@ def test_labels_are_text_never_markup():
     spec = mask_explorer([preset]).to_dict()
     text = json.dumps(spec)
     assert "tokens[sentence][side][shown][datum.value]" in text  # axis labels come from data
-    bundle = chart_bundle(mask_explorer([preset]))["text/html"]
-    assert '"<b>cat</b>"' in bundle  # inside the JSON spec, as data
-    assert "<b>cat</b></" not in bundle.split("<script")[0]
+    assert '"<b>cat</b>"' in text  # in the spec, as data
+    assert "<b>" not in chart_bundle(mask_explorer([preset]))["text/html"]  # never as markup
 
 
 @pytest.mark.parametrize(
@@ -254,3 +262,30 @@ def test_the_library_mask_functions_agree_with_the_hand_rule():
     ids = torch.tensor([[0, 0, 5, 6]])
     by_ids = padding_mask_from_ids(ids, pad_id=0)[0, 0, 0].numpy()
     np.testing.assert_array_equal(by_ids, _expected_padding(2, 4, "left"))
+
+
+def test_the_panels_are_stacked_and_fit_a_phone():
+    from transformer_tutorial.widgets import masking
+
+    presets = [MaskPreset.from_sentence(" ".join(["word"] * MAX_TOKENS))]
+    spec = mask_explorer(presets).to_dict()
+    _state, mask, weights = spec["vconcat"]
+    step = mask["width"]["step"]
+    # labels, axis title, the cells, the row sums: the column's width (Vega adds 5 px a side)
+    assert masking.LABEL_LIMIT + 30 + MAX_TOKENS * step + 6 + 24 <= masking.MAX_WIDTH
+    assert [view.get("title") for view in weights["hconcat"]] == [
+        "Weights after the softmax",
+        "sum",
+    ]
+    # no grey text that a dark page would hide; text on the light cells stays black
+    assert "#555555" not in json.dumps(spec)
+    assert mask["layer"][1]["mark"]["color"] == "black"
+
+
+def test_every_state_is_computed_from_untouched_rows():
+    # Vega changes the rows it is given in place: no step may write m, sc or w (the first
+    # version split them in place, and a state shown twice was split twice)
+    spec = mask_explorer(PRESETS).to_dict()
+    text = json.dumps(spec)
+    for field in ("m", "sc", "w"):
+        assert f'"as": "{field}"' not in text

@@ -109,11 +109,29 @@ def test_live_explorer_redraws_and_reports_errors():
     view = widgets.live_gradient_explorer(radius=0.9, length=12)
     spec = view.chart.to_dict()
     assert _params(spec)["radius"]["value"] == 0.9
-    (rows,) = list(spec["datasets"].values())
+    (rows,) = [rows for rows in spec["datasets"].values() if "n" in rows[0]]
     assert {len(row["n"]) for row in rows} == {13}
     view.controls["length"].value = 30
-    (rows,) = list(view.chart.to_dict()["datasets"].values())
+    datasets = view.chart.to_dict()["datasets"].values()
+    (rows,) = [rows for rows in datasets if "n" in rows[0]]
     assert {len(row["n"]) for row in rows} == {31}
     view.controls["radius"].value = 1.4
     assert _params(view.chart.to_dict())["radius"]["value"] == 1.4
     assert view.message.value == ""
+
+
+def test_the_axes_keep_their_ticks_and_the_decades_follow_the_curves():
+    chart = widgets.gradient_explorer((0.5, 1.0, 1.5), (10, 40), hidden_size=4)
+    spec = chart.to_dict()
+    text = json.dumps(spec)
+    # x is k / T with ticks at fixed fractions, labelled with k
+    assert '"values": [0, 0.2, 0.4, 0.6, 0.8, 1]' in text
+    assert "format(datum.value * length, '~r')" in text
+    (decades,) = [rows for rows in spec["datasets"].values() if "e" in rows[0]]
+    (curves,) = [rows for rows in spec["datasets"].values() if "n" in rows[0]]
+    for row, curve in zip(decades, curves, strict=True):
+        values = np.concatenate([curve["n"], curve["r"] ** np.arange(len(curve["n"]))])
+        assert 10.0 ** row["lo"] <= values.min() and values.max() <= 10.0 ** row["hi"]
+        assert 2 <= len(row["e"]) <= 7 and all(row["lo"] <= e <= row["hi"] for e in row["e"])
+    assert "How much gradient survives" in spec["title"]["text"][0]
+    assert "r of the recurrent weights" in spec["description"]

@@ -113,3 +113,21 @@ def test_live_explorer_recomputes_and_reports_errors():
     view.controls["word"].value = "tokenization"
     assert "is not one token" in view.message.value
     assert _params(view.chart.to_dict())["word"]["bind"]["labels"] == ["king"]  # kept
+
+
+@pytest.mark.parametrize(
+    ("baseline", "label", "lines", "align"),
+    [
+        (0.22, "99% below", 1, "left"),  # short: beside the line, on its right
+        (0.95, "99% of random pairs are below", 1, "right"),  # near the end: on its left
+        (0.5, "99% of random pairs of tokens are below this", 3, "left"),  # long: lines
+    ],
+)
+def test_the_baseline_label_fits_beside_its_line(baseline, label, lines, align):
+    spec = neighbour_explorer(RECORDS, baseline=baseline, baseline_label=label).to_dict()
+    (text,) = [layer for layer in spec["layer"] if "line_text" in json.dumps(layer)]
+    shown = text["transform"][0]["calculate"]
+    assert shown.count("\\n") == lines - 1 and f"{baseline:.2f}" in shown
+    assert text["mark"]["align"] == align
+    # the chart is narrow enough for a phone, and says what it shows
+    assert spec["width"] <= 200 and "dashed line" in spec["description"]

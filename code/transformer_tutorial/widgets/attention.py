@@ -7,8 +7,9 @@ row ``t`` says how much query token ``t`` takes from each key token, and sums to
 The explorer takes :class:`AttentionRecord` s from *any* model that returns per-layer,
 per-head weights (a toy model trained in seconds, or a real pretrained encoder), so the same
 view serves every chapter. Menus pick the sentence, layer and head; below, the "all heads"
-grid shows every head of the chosen layer at once. All of it is Vega-Lite parameters, so it
-works on the static site; :func:`live_attention_explorer` adds a text box in a live kernel.
+grid shows every head of the chosen layer at once (stacked, so the whole chart fits a phone's
+text column). All of it is Vega-Lite parameters, so it works on the static site;
+:func:`live_attention_explorer` adds a text box in a live kernel.
 
 Tokens are placed by *position*, never by text: "the" at position 0 and "the" at position 4
 are two different rows. Token text is always drawn as text (SVG text, escaped tooltips), so a
@@ -17,12 +18,14 @@ sentence containing ``<b>x</b>`` shows those characters.
 
 import hashlib
 import json
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import altair as alt
 import numpy as np
 
+from transformer_tutorial.widgets.apple import flush_left, text_width
 from transformer_tutorial.widgets.live import LiveView, sentence_box
 from transformer_tutorial.widgets.render import check_menu_records, sentence_menu
 
@@ -35,6 +38,14 @@ __all__ = [
 
 DECIMALS = 3  # weights shipped to the page: 0.001 is finer than any colour difference
 ROW_SUM_TOLERANCE = 1e-3  # rows of softmax weights must sum to 1 within this
+# pixels: the whole chart, with Vega's padding of 5 px each side, fits a phone's 358 px column
+MAX_WIDTH = 348
+LABEL_LIMIT = 80  # pixels: longer token labels are cut with an ellipsis
+GRID_SPACING = 8  # pixels between the small heatmaps of all heads
+GRID_INSET = 8  # pixels: room left of the grid's first column
+OUTLINE = "#D55E00"  # vermilion: the chosen head's cells in the grid of all heads
+TITLE_CHARACTERS = 40  # a title line this long fits MAX_WIDTH in a 13 px bold font
+NOTE_CHARACTERS = 40  # a line of the note above the heatmap (12 px bold)
 
 
 @dataclass
@@ -144,7 +155,8 @@ def attention_explorer_data(records: Sequence[AttentionRecord]) -> dict[str, lis
       that query's weights over every key as a list, ``{"r", "l", "h", "q", "w": [...]}``;
     - ``"tokens"``: one row per record, ``{"r", "qt": [query tokens], "kt": [key tokens]}``;
       when the records come from models of different shapes, also the record's model
-      ``"m"``, its layer and head counts ``"nl"``, ``"nh"`` and its layer names ``"ln"``.
+      ``"m"``, its layer and head counts ``"nl"``, ``"nh"``, its layer names ``"ln"`` and
+      the note that names them above the heatmap, ``"nt"`` (lines joined by ``\\n``).
 
     Lists keep the page small; the chart unpacks them with Vega-Lite's ``flatten``.
     """
@@ -171,7 +183,42 @@ def attention_explorer_data(records: Sequence[AttentionRecord]) -> dict[str, lis
             layers, heads = np.shape(record.weights)[:2]
             model = record.model or "this model"
             row.update(m=model, nl=int(layers), nh=int(heads), ln=record.names)
+            row["nt"] = _model_note(model, int(layers), int(heads))
     return {"weights": weight_rows, "tokens": token_rows}
+
+
+def _model_note(model: str, layers: int, heads: int) -> str:
+    """``"<model>: <layers> layers × <heads> heads;"`` in lines (joined by ``\\n``) that fit
+    the column: the model's name on lines of its own when the whole is too long."""
+    size = f"{layers} layer{'s' * (layers != 1)} × {heads} head{'s' * (heads != 1)};"
+    lines = textwrap.wrap(f"{model}: {size}", NOTE_CHARACTERS, break_on_hyphens=False)
+    if len(lines) > 1:
+        lines = [*textwrap.wrap(f"{model}:", NOTE_CHARACTERS, break_on_hyphens=False), size]
+    return "\n".join(lines)
+
+
+def _label_room(record: AttentionRecord, step: int) -> float:
+    """About how far the big heatmap's axes reach left of its cells, in pixels: the query
+    labels with the axis title, or the first key's label (slanted 50 degrees), if further."""
+    labels = min(LABEL_LIMIT, max((text_width(token, 10) for token in record.tokens), default=0))
+    first_key = min(LABEL_LIMIT, text_width(record.keys[0], 10)) if record.keys else 0
+    return max(labels + 26, 0.65 * first_key + 5 - step / 2)
+
+
+def _cell_sizes(records: Sequence[AttentionRecord], columns: int) -> tuple[int, int]:
+    """Cell sizes (pixels) of the big heatmap and of the grid of all heads: as large as they
+    can be while the whole chart fits MAX_WIDTH for every record. The views are placed by
+    their left edges, so the heatmap with its labels and the grid each have the whole width;
+    the labels' widths are estimated generously."""
+    longest = max(max(len(record.tokens), len(record.keys)) for record in records)
+    room = max(_label_room(record, 8) for record in records)
+    main_step = int(np.clip((MAX_WIDTH - 1 - room) // longest, 8, 26))
+    widest_grid = max(
+        min(int(np.shape(record.weights)[1]), columns) * len(record.keys) for record in records
+    )  # cells side by side in the grid's widest row
+    # (Vega-Lite sets a facet's cells a few pixels in from its left edge: GRID_INSET)
+    grid_step = (MAX_WIDTH - GRID_INSET - (columns - 1) * GRID_SPACING) // widest_grid
+    return main_step, int(np.clip(grid_step, 2, 12))
 
 
 def _named(values: list[dict], datasets: dict[str, list[dict]]) -> alt.NamedData:
@@ -260,8 +307,11 @@ def attention_explorer(
 
     # The layer and head shown: the chosen ones, or the record's last if it has fewer.
     shown_layer, shown_head = ("shown_layer", "shown_head") if mixed else ("layer", "head")
+    note_lines = 1 + max((row.get("nt", "").count("\n") + 1 for row in data["tokens"]), default=0)
     datasets = {}
     weights_data, tokens_data = (_named(data[key], datasets) for key in ("weights", "tokens"))
+    # Vega changes the rows it is given in place: every step writes a field of its own, never
+    # one of the source rows (r, l, h, q, w) nor one an earlier step wrote.
     cells = (
         alt.Chart(weights_data)
         .transform_filter(f"datum.r == sentence && datum.l == {shown_layer}")
@@ -269,8 +319,8 @@ def attention_explorer(
             lookup="r",
             from_=alt.LookupData(tokens_data, "r", ["qt", "kt"]),
         )
-        .transform_calculate(k="sequence(0, length(datum.w))")
-        .transform_flatten(["w", "kt", "k"], as_=["weight", "key_token", "k"])
+        .transform_calculate(k_list="sequence(0, length(datum.w))")
+        .transform_flatten(["w", "kt", "k_list"], as_=["weight", "key_token", "k"])
         .transform_calculate(
             query_token="datum.qt[datum.q]",
             head_number="datum.h + 1",
@@ -278,10 +328,11 @@ def attention_explorer(
             key_label="datum.k + ': ' + datum.key_token",
         )
     )
+    weight_scale = alt.Scale(scheme="cividis", domain=[0, 1])
     colour = alt.Color(
         "weight:Q",
-        scale=alt.Scale(scheme="cividis", domain=[0, 1]),
-        legend=alt.Legend(title="weight", gradientLength=120),
+        scale=weight_scale,
+        legend=alt.Legend(title="weight", orient="bottom", gradientLength=160),
     )
     tooltip = [
         alt.Tooltip("query_label:N", title="query"),
@@ -290,22 +341,19 @@ def attention_explorer(
         alt.Tooltip("head_number:O", title="head"),
     ]
     # Positions are the axis fields, so repeated tokens stay distinct; the labels show the text.
-    # Fixed label room (limit and extent): the layout stays put when the sentence changes.
+    # aria=False: Vega writes an axis's description (its domain) only when the axis moves, so
+    # it would go stale as the sentence changes; the cells' own descriptions name the tokens.
     query_axis = alt.Axis(
-        labelExpr="tokens_q[sentence][datum.value]", labelLimit=100, minExtent=105, maxExtent=105
+        labelExpr="tokens_q[sentence][datum.value]", labelLimit=LABEL_LIMIT, aria=False
     )
     key_axis = alt.Axis(
         labelExpr="tokens_k[sentence][datum.value]",
         labelAngle=-50,
-        labelLimit=100,
-        minExtent=80,
-        maxExtent=80,
+        labelLimit=LABEL_LIMIT,
+        aria=False,
     )
-    # Cell sizes so that both views fit the book's text column (about 690 px) with the legend.
-    longest = max(max(len(record.tokens), len(record.keys)) for record in records)
     columns = min(heads, 4)
-    main_step = int(np.clip(440 // longest, 12, 30))
-    grid_step = int(np.clip((480 // columns - 22) // longest, 3, 11))
+    main_step, grid_step = _cell_sizes(records, columns)
     tokens_q = alt.param(name="tokens_q", value=[list(record.tokens) for record in records])
     tokens_k = alt.param(name="tokens_k", value=[record.keys for record in records])
 
@@ -320,42 +368,41 @@ def attention_explorer(
         )
         .properties(width=alt.Step(main_step), height=alt.Step(main_step), title="The chosen head")
     )
-    small_axis_x = alt.Axis(
-        labelExpr="tokens_k[sentence][datum.value]",
-        labelAngle=-50,
-        labelLimit=70,
-        minExtent=58,
-        maxExtent=58,
-    )
-    small_axis_y = alt.Axis(
-        labelExpr="tokens_q[sentence][datum.value]", labelLimit=70, minExtent=75, maxExtent=75
-    )
+    # The small heatmaps have no token labels (they would be too small to read): each is named
+    # by its head, and its tooltips name the tokens.
     grid = (
         cells.mark_rect()
         .encode(
-            x=alt.X("k:O", title=None, axis=small_axis_x),
-            y=alt.Y("q:O", title=None, axis=small_axis_y),
+            x=alt.X("k:O", axis=None),
+            y=alt.Y("q:O", axis=None),
             color=colour,
             tooltip=tooltip,
             stroke=alt.condition(
-                f"datum.h + 1 == {shown_head}", alt.value("#D55E00"), alt.value(None)
+                f"datum.h + 1 == {shown_head}", alt.value(OUTLINE), alt.value(None)
             ),
         )
         .properties(width=alt.Step(grid_step), height=alt.Step(grid_step))
         .facet(
             facet=alt.Facet(
                 "head_number:O",
-                title="All heads of the chosen layer (the chosen head is outlined)",
-                header=alt.Header(labelExpr="'head ' + datum.value"),
+                title=["All heads of the chosen layer", "(the chosen head is outlined)"],
+                header=alt.Header(
+                    labelExpr="'head ' + datum.value",
+                    labelFontSize=11,
+                    labelPadding=3,
+                    titleFontSize=12,
+                    titlePadding=6,
+                ),
             ),
             columns=columns,
+            spacing=GRID_SPACING,
         )
     )
-    panels: list[alt.TopLevelMixin] = [main, grid]
+    panels: list[alt.TopLevelMixin] = [flush_left(main), grid]
     params = [sentence, layer, head, tokens_q, tokens_k]
+    record_layers = [int(np.shape(record.weights)[0]) for record in records]
+    record_heads = [int(np.shape(record.weights)[1]) for record in records]
     if mixed:
-        record_layers = [int(np.shape(record.weights)[0]) for record in records]
-        record_heads = [int(np.shape(record.weights)[1]) for record in records]
         params += [
             alt.param(name="record_layers", value=record_layers),
             alt.param(name="record_heads", value=record_heads),
@@ -366,19 +413,42 @@ def attention_explorer(
             alt.Chart(tokens_data)
             .transform_filter("datum.r == sentence")
             .transform_calculate(
-                note="datum.m + ': ' + datum.nl + (datum.nl == 1 ? ' layer' : ' layers') + "
-                "' × ' + datum.nh + (datum.nh == 1 ? ' head' : ' heads') + '; showing ' + "
-                "datum.ln[shown_layer] + ', head ' + shown_head + "
-                "(layer >= datum.nl || head > datum.nh ? ' (it has no more)' : '')"
+                note="datum.nt + '\\nshowing ' + datum.ln[shown_layer] + ', head ' + shown_head"
+                " + (layer >= datum.nl || head > datum.nh ? ' (it has no more)' : '')"
             )
-            .mark_text(align="left", baseline="top", fontSize=13, fontWeight="bold")
+            .mark_text(
+                align="left",
+                baseline="top",
+                fontSize=12,
+                fontWeight="bold",
+                lineHeight=16,
+                lineBreak="\n",
+            )
             .encode(x=alt.value(0), y=alt.value(0), text="note:N")
-            .properties(width=300, height=16)
+            .properties(width=1, height=16 * note_lines)
         )
         panels.insert(0, note)
-    chart = alt.vconcat(*panels, spacing=28, title=alt.Title(title, anchor="start"))
+    # The views placed by their left edges: the grid, which has no axes, reaches under the
+    # heatmap's labels, and each of them may use the whole width of the column.
+    chart = alt.vconcat(
+        *panels,
+        spacing=22,
+        title=alt.Title(textwrap.wrap(title, TITLE_CHARACTERS), anchor="start", offset=10),
+    )
     # Set the parameters directly: `add_params` cannot yet walk into a facet inside a concat.
     chart.params = [param.param for param in params]
+    chart.description = (
+        "Attention weights as heatmaps, queries down and keys across, each row summing to 1: "
+        "first the chosen head of the chosen layer, then every head of that layer, the chosen "
+        "one outlined. The controls pick the sentence, the layer and the head."
+    )
+    # The page narrows the layer menu and the head slider to the chosen sentence's model.
+    chart.usermeta = {
+        "limits": {
+            "layer": {"by": "sentence", "max": [count - 1 for count in record_layers]},
+            "head": {"by": "sentence", "max": record_heads},
+        }
+    }
     return _DatasetChart.wrap(chart.configure_view(stroke=None), datasets)
 
 

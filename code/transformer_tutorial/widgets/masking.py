@@ -5,10 +5,10 @@ Which keys may each query see? Vaswani et al. (2017), section 3.2.3: masked scor
 to ``S`` positions, the ``(T, S)`` boolean mask built by :mod:`transformer_tutorial.masking`
 (``T = S``: self-attention) and what it does to one attention head:
 
-- left, the mask: each cell coloured by *why* it is hidden (a future key, a ``[PAD]`` key, or
+- above, the mask: each cell coloured by *why* it is hidden (a future key, a ``[PAD]`` key, or
   both), with the head's score written in the cells that stay and ``−∞`` in the others;
-- middle, the weights after the softmax: masked cells are exactly 0 and drawn grey;
-- right, each row's sum: 1, or 0 for a query with no key left at all (a ``[PAD]`` query under
+- below, the weights after the softmax: masked cells are exactly 0 and drawn grey;
+- beside them, each row's sum: 1, or 0 for a query with no key left at all (a ``[PAD]`` query under
   left padding, or a sequence that is all padding), where a naive softmax would give NaN.
 
 Browser-side controls (Vega-Lite parameters, so it works on the static site): the sentence,
@@ -22,7 +22,7 @@ tooltips), never as HTML.
 """
 
 import hashlib
-import json
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -62,6 +62,10 @@ DEAD_ROW = OKABE_ITO[3]  # vermilion: a query with no key left
 TITLE = "Masks: which keys each query may see, and the weights that are left"
 D_MODEL, D_K = 16, 8  # the illustrative head's sizes
 DATASET = "mask_rows"  # the name of the chart's one dataset
+# pixels: the whole chart, with Vega's padding of 5 px each side, fits a phone's 358 px column
+MAX_WIDTH = 348
+LABEL_LIMIT = 64  # pixels: longer token labels are cut with an ellipsis
+TITLE_CHARACTERS = 38  # a title line this long fits MAX_WIDTH in a 13 px bold font
 
 
 @dataclass
@@ -212,13 +216,17 @@ def mask_explorer(
     start_causal: bool = True,
     seed: int = 0,
     title: str = TITLE,
-) -> alt.HConcatChart:
+) -> alt.VConcatChart:
     """The explorer as one Vega-Lite chart; every control is a Vega-Lite parameter.
 
     ``start_real`` (default: all tokens of the starting sentence but two) is where the ``n``
-    slider starts. The slider runs to the longest preset; a shorter sentence shows all its
-    tokens when ``n`` is beyond its length (the second line of the title says which ``n`` is
-    shown).
+    slider starts. The slider runs to the longest preset; the page narrows it to the chosen
+    sentence's length (``usermeta["limits"]``), and a shorter sentence shows all its tokens
+    when ``n`` is beyond its length (the title says which ``n`` is shown).
+
+    The panels are stacked (mask, then weights and row sums) so that the whole chart fits a
+    phone's text column (:data:`MAX_WIDTH` pixels) for every sentence of up to
+    :data:`MAX_TOKENS` tokens.
     """
     data = mask_explorer_data(presets, seed)
     if not 0 <= start < len(presets):
@@ -249,7 +257,10 @@ def mask_explorer(
     sentence_lengths = alt.param(name="lengths", value=lengths)
     shown = alt.param(name="shown", expr="min(real, lengths[sentence])")  # n actually shown
 
-    # One named dataset at the top level: every panel reads it, none carries a copy.
+    # One named dataset at the top level: every panel reads it, none carries a copy. Vega
+    # changes the rows it is given in place, so every step writes a field of its own and never
+    # one it reads (the source fields m, sc, w stay as they are): a state shown a second time
+    # is computed from the same rows as the first time.
     cells = (
         alt.Chart(alt.NamedData(name=DATASET))
         .transform_filter(
@@ -257,24 +268,28 @@ def mask_explorer(
             " && datum.c == (causal ? 1 : 0)"
         )
         .transform_calculate(
-            m="split(datum.m, '|')",
-            sc="split(datum.sc, '|')",
-            w="split(datum.w, '|')",
-            q="sequence(0, length(datum.m))",
+            m_rows="split(datum.m, '|')",
+            sc_rows="split(datum.sc, '|')",
+            w_rows="split(datum.w, '|')",
+            q_list="sequence(0, length(split(datum.m, '|')))",
         )
-        .transform_flatten(["m", "sc", "w", "q"])  # one row per query
+        .transform_flatten(
+            ["m_rows", "sc_rows", "w_rows", "q_list"], as_=["m_row", "sc_row", "w_row", "q"]
+        )  # one row per query
         .transform_calculate(
-            dead="indexof(datum.m, '0') < 0 ? 1 : 0",  # no key allowed
-            m="split(datum.m, '')",
-            sc="split(datum.sc, ' ')",
-            w="split(datum.w, ' ')",
-            k="sequence(0, length(datum.m))",
+            dead="indexof(datum.m_row, '0') < 0 ? 1 : 0",  # no key allowed
+            m_cells="split(datum.m_row, '')",
+            sc_cells="split(datum.sc_row, ' ')",
+            w_cells="split(datum.w_row, ' ')",
+            k_list="sequence(0, length(datum.m_row))",
         )
-        .transform_flatten(["m", "sc", "w", "k"])  # one row per (query, key)
+        .transform_flatten(
+            ["m_cells", "sc_cells", "w_cells", "k_list"], as_=["m_cell", "sc_cell", "w_cell", "k"]
+        )  # one row per (query, key)
         .transform_calculate(
-            why="toNumber(datum.m)",
-            score="toNumber(datum.sc)",
-            weight="toNumber(datum.w)",
+            why="toNumber(datum.m_cell)",
+            score="toNumber(datum.sc_cell)",
+            weight="toNumber(datum.w_cell)",
             query_label="datum.q + ': ' + tokens[sentence][side][shown][datum.q]",
             key_label="datum.k + ': ' + tokens[sentence][side][shown][datum.k]",
             mask=f"{list(WHY)}[datum.why]",
@@ -283,23 +298,26 @@ def mask_explorer(
             masked_score="datum.why == 0 ? format(datum.score, '.1f') : '−∞ (masked)'",
         )
     )
-    step = int(np.clip(230 // longest, 20, 32))
-    font = 9 if step >= 26 else 7
+    # Square cells, as large as the column allows for the longest sentence: labels (at most
+    # LABEL_LIMIT px), the axis title, the cells and the row sums fit MAX_WIDTH.
+    step = int(np.clip((MAX_WIDTH - LABEL_LIMIT - 68) // longest, 18, 32))
+    font = 9 if step >= 24 else 8
+    # aria=False: Vega writes an axis's description (its domain) only when the axis moves, so
+    # it would go stale as the sentence changes; the cells' own descriptions name the tokens.
     x_axis = alt.Axis(
         labelExpr="tokens[sentence][side][shown][datum.value]",
         labelAngle=-45,
-        labelLimit=70,
-        minExtent=48,
-        maxExtent=48,
+        labelLimit=LABEL_LIMIT,
+        aria=False,
     )
-    y_labelled = alt.Axis(
+    y_axis = alt.Axis(
         labelExpr="tokens[sentence][side][shown][datum.value]",
-        labelLimit=70,
-        minExtent=60,
-        maxExtent=60,
+        labelLimit=LABEL_LIMIT,
+        aria=False,
     )
-    y_bare = alt.Axis(labels=False, ticks=False, title=None, domain=False)
-    x = alt.X("k:O", title="key (looked at)", axis=x_axis)
+    band = alt.Scale(paddingInner=0.06)  # the page shows through: no hard-coded grid colour
+    x = alt.X("k:O", title="key (looked at)", axis=x_axis, scale=band)
+    y = alt.Y("q:O", title="query (looking)", axis=y_axis, scale=band)
     tooltip = [
         alt.Tooltip("query_label:N", title="query"),
         alt.Tooltip("key_label:N", title="key"),
@@ -314,11 +332,9 @@ def mask_explorer(
         scale=alt.Scale(domain=list(WHY), range=list(WHY_COLOURS)),
         legend=alt.Legend(title="cell", orient="bottom", columns=2, symbolType="square"),
     )
-    mask_cells = cells.mark_rect(stroke="white", strokeWidth=1).encode(
-        x=x, y=alt.Y("q:O", title="query (looking)", axis=y_labelled), color=why_colour,
-        tooltip=tooltip,
-    )  # fmt: skip
-    mask_text = cells.mark_text(fontSize=font).encode(
+    mask_cells = cells.mark_rect().encode(x=x, y=y, color=why_colour, tooltip=tooltip)
+    # text on the light cell colours: black in light and dark pages alike
+    mask_text = cells.mark_text(fontSize=font, color="black").encode(
         x="k:O", y="q:O", text="score_text:N", tooltip=tooltip
     )
     mask_panel = (mask_cells + mask_text).properties(title="Mask, and the scores it leaves", **size)
@@ -328,15 +344,15 @@ def mask_explorer(
         alt.Color(
             "weight:Q",
             scale=alt.Scale(scheme="cividis", domain=[0, 1]),
-            legend=alt.Legend(title="weight", orient="bottom", gradientLength=110),
+            legend=alt.Legend(title="weight", orient="bottom", gradientLength=120),
         ),
         alt.value(MASKED_GREY),
     )
-    weight_cells = cells.mark_rect(strokeWidth=1.5).encode(
+    weight_cells = cells.mark_rect(strokeWidth=2).encode(
         x=x,
-        y=alt.Y("q:O", axis=y_bare),
+        y=y,
         color=weight_colour,
-        stroke=alt.condition("datum.dead == 1", alt.value(DEAD_ROW), alt.value("white")),
+        stroke=alt.condition("datum.dead == 1", alt.value(DEAD_ROW), alt.value(None)),
         tooltip=tooltip,
     )
     weight_text = cells.mark_text(fontSize=font).encode(
@@ -352,44 +368,64 @@ def mask_explorer(
         title="Weights after the softmax", **size
     )
 
+    row_sums = cells.transform_filter("datum.k == 0").transform_calculate(
+        total="datum.dead == 1 ? '0' : '1'",
+        note="datum.dead == 1 ? 'no key left: a plain softmax gives NaN; here all 0' : 'sums to 1'",
+    )
+    sum_encoding = {
+        "y": alt.Y("q:O", axis=None, scale=band),
+        "text": "total:N",
+        "tooltip": [
+            alt.Tooltip("query_label:N", title="query"),
+            alt.Tooltip("note:N", title="row"),
+        ],
+    }
     sums = (
-        cells.transform_filter("datum.k == 0")
-        .transform_calculate(
-            total="datum.dead == 1 ? '0' : '1'",
-            note="datum.dead == 1 ? 'no key left: a plain softmax gives NaN; here all 0'"
-            " : 'sums to 1'",
+        (
+            # the page's text colour for the 1s (it follows a dark theme), vermilion for the 0s
+            row_sums.transform_filter("datum.dead == 0").mark_text(fontSize=11, fontWeight="bold")
+            + row_sums.transform_filter("datum.dead == 1").mark_text(
+                fontSize=11, fontWeight="bold", color=DEAD_ROW
+            )
         )
-        .mark_text(fontSize=11, fontWeight="bold")
-        .encode(
-            y=alt.Y("q:O", axis=y_bare),
-            text="total:N",
-            color=alt.condition("datum.dead == 1", alt.value(DEAD_ROW), alt.value("#555555")),
-            tooltip=[
-                alt.Tooltip("query_label:N", title="query"),
-                alt.Tooltip("note:N", title="row"),
-            ],
-        )
-        .properties(width=28, height=alt.Step(step), title="sum")
+        .encode(**sum_encoding)
+        .properties(width=24, height=alt.Step(step), title="sum")
     )
 
-    # The title's second line says which combination is shown; it follows the controls.
-    title_lines = alt.expr(
-        f"[{json.dumps(title)}, 'S = ' + lengths[sentence] + ' positions: n = ' + shown"
-        " + ' real tokens, ' + (lengths[sentence] - shown) + ' [PAD] on the ' + side"
-        " + '; causal mask ' + (causal ? 'on' : 'off')]"
+    # A line under the title says which combination is shown; it follows the controls. (A
+    # text mark, not the title: Vega updates a title's text but not its aria-label.)
+    state = (
+        alt.Chart(alt.InlineData(values=[{}]))
+        .transform_calculate(
+            shown_state="['S = ' + lengths[sentence] + ' positions: n = ' + shown"
+            " + ' real tokens,', (lengths[sentence] - shown) + ' [PAD] on the ' + side"
+            " + '; causal mask ' + (causal ? 'on' : 'off')]"
+        )
+        .mark_text(align="left", baseline="top", fontSize=12, fontWeight="bold", lineHeight=16)
+        .encode(x=alt.value(0), y=alt.value(0), text=alt.Text("shown_state:N", title="shown"))
+        .properties(width=1, height=32)
     )
-    chart = alt.hconcat(
+    chart = alt.vconcat(
+        state,
         mask_panel,
-        weight_panel,
-        sums,
-        spacing=10,
-        title=alt.Title(title_lines, anchor="start", lineHeight=18, offset=10),
+        alt.hconcat(weight_panel, sums, spacing=6),
+        spacing=14,
+        title=alt.Title(textwrap.wrap(title, TITLE_CHARACTERS), anchor="start", offset=8),
     ).resolve_scale(color="independent")
     chart.datasets = {DATASET: data["rows"]}
     chart.params = [
         param.param
         for param in (sentence, real, side, causal, token_lists, sentence_lengths, shown)
     ]
+    chart.description = (
+        "The attention mask of one sentence and what it does to one head: above, each query's "
+        "row of keys coloured by why a key is hidden (a future key, a [PAD] key) with the "
+        "scores that stay; below, the weights after the softmax and each row's sum. The "
+        "controls pick the sentence, how many of its tokens are real (the rest become [PAD]), "
+        "the side the padding goes on, and whether the causal mask is on."
+    )
+    # The page narrows the n slider to the chosen sentence's length (see render.py).
+    chart.usermeta = {"limits": {"real": {"by": "sentence", "max": lengths}}}
     return chart.configure_view(stroke=None)
 
 

@@ -1,6 +1,7 @@
 """The positional-encoding explorer (chapter "Positional encoding").
 
-Three linked panels over tables computed by :mod:`transformer_tutorial.positional_encoding`:
+Three linked panels, one above the other, over tables computed by
+:mod:`transformer_tutorial.positional_encoding`:
 
 - the table itself, positions down and dimensions across, with the two chosen positions marked;
 - the two chosen positions' vectors, dimension by dimension;
@@ -10,6 +11,7 @@ A menu picks ``d_model`` and two sliders pick positions ``a`` and ``b``; all of 
 browser. :func:`live_positional_explorer` recomputes for any ``d_model`` and length in a kernel.
 """
 
+import math
 from collections.abc import Sequence
 
 import altair as alt
@@ -23,6 +25,8 @@ from transformer_tutorial.widgets.live import LiveView
 __all__ = ["live_positional_explorer", "positional_explorer", "positional_explorer_data"]
 
 DECIMALS = 4  # values shipped to the page; enough for the eye, small enough for the page
+WIDTH = 290  # pixels: each panel, so that the chart fits a phone's 358 px text column
+HEIGHT = 220  # pixels: the table
 
 
 def positional_explorer_data(
@@ -96,19 +100,28 @@ def positional_explorer(
     table = (
         alt.Chart(alt.InlineData(values=data["table"]))
         .transform_filter("datum.d == d_model")
-        .transform_calculate(i="sequence(0, length(datum.v))")
-        .transform_flatten(["v", "i"], as_=["value", "dim"])
+        .transform_calculate(i_list="sequence(0, length(datum.v))")
+        .transform_flatten(["v", "i_list"], as_=["value", "dim"])
         .transform_calculate(kind="datum.dim % 2 == 0 ? 'sin' : 'cos'")
     )
-    every_8th = alt.Axis(labelExpr="datum.value % 8 ? '' : datum.value", labelAngle=0)
-    every_5th = alt.Axis(labelExpr="datum.value % 5 ? '' : datum.value")
+    # a label every 4 dimensions for d_model 16, every 8 for 32... about 4 to 8 labels in all
+    # (aria=False: Vega writes an axis's description, its domain, only when the axis moves;
+    # on a d_model change it would go stale. The cells' tooltips describe them.)
+    few = alt.Axis(
+        labelExpr="datum.value % max(4, floor(d_model / 4)) ? '' : datum.value",
+        labelAngle=0,
+        aria=False,
+    )
+    # a label every 5 positions, or every 10, 20... when the rows are too thin for that
+    every = next(n for n in (5, 10, 20, 25, 50, 100, 200, 500) if HEIGHT / max_len * n >= 14)
+    every_nth = alt.Axis(labelExpr=f"datum.value % {every} ? '' : datum.value")
     heat = table.mark_rect().encode(
-        x=alt.X("dim:O", title="dimension", axis=every_8th, scale=alt.Scale(paddingInner=0)),
-        y=alt.Y("p:O", title="position", axis=every_5th, scale=alt.Scale(paddingInner=0)),
+        x=alt.X("dim:O", title="dimension", axis=few, scale=alt.Scale(paddingInner=0)),
+        y=alt.Y("p:O", title="position", axis=every_nth, scale=alt.Scale(paddingInner=0)),
         color=alt.Color(
             "value:Q",
             scale=alt.Scale(scheme="purpleorange", domain=[-1, 1]),
-            legend=alt.Legend(title="PE value"),
+            legend=alt.Legend(title="PE value", orient="bottom", gradientLength=140),
         ),
         tooltip=[
             alt.Tooltip("p:O", title="position"),
@@ -123,66 +136,100 @@ def positional_explorer(
         .mark_rule(strokeWidth=2)
         .encode(
             y=alt.Y("p:O", bandPosition=0.5),
-            color=alt.Color("which:N", scale=chosen, legend=alt.Legend(title="position")),
+            color=alt.Color(
+                "which:N", scale=chosen, legend=alt.Legend(title="position", orient="bottom")
+            ),
         )
     )
     heatmap = (
         (heat + marks)
         .properties(
-            width=560,
-            height=260,
-            title="The table PE: one row per position, one column per dimension",
+            width=WIDTH,
+            height=HEIGHT,
+            title=["The table PE: one row per position,", "one column per dimension"],
         )
         .resolve_scale(color="independent")
     )
 
-    vectors = (
-        table.transform_filter("datum.p == pos_a || datum.p == pos_b")
-        .transform_calculate(which="datum.p == pos_a ? 'a' : 'b'")
-        .mark_line(point=True, strokeWidth=1.5)
-        .encode(
-            x=alt.X("dim:Q", title="dimension"),
-            y=alt.Y("value:Q", title="PE value", scale=alt.Scale(domain=[-1, 1])),
-            color=alt.Color("which:N", scale=chosen, legend=None),
-            tooltip=[
-                alt.Tooltip("p:Q", title="position"),
-                alt.Tooltip("dim:Q", title="dimension"),
-                alt.Tooltip("value:Q", format=".4f"),
-            ],
+    # One layer per position: when a slider moves, its whole line is replaced (a shared layer
+    # would keep the other line's points first and draw the markup in another order).
+    def vector(which: str, position: str, colour: str) -> alt.Chart:
+        return (
+            table.transform_filter(f"datum.p == {position}")
+            .mark_line(
+                point=alt.OverlayMarkDef(color=colour, filled=True), strokeWidth=1.5, color=colour
+            )
+            .encode(
+                x=alt.X("dim:O", title="dimension", axis=few, scale=alt.Scale(padding=0.5)),
+                y=alt.Y("value:Q", title="PE value", scale=alt.Scale(domain=[-1, 1])),
+                tooltip=[
+                    alt.Tooltip("p:Q", title=f"position {which}"),
+                    alt.Tooltip("dim:Q", title="dimension"),
+                    alt.Tooltip("value:Q", format=".4f"),
+                ],
+            )
         )
-        .properties(width=260, height=180, title="PE(a) and PE(b), dimension by dimension")
-    )
 
+    vectors = alt.layer(
+        vector("a", "pos_a", OKABE_ITO[0]), vector("b", "pos_b", OKABE_ITO[3])
+    ).properties(width=WIDTH, height=130, title="PE(a) and PE(b), dimension by dimension")
+
+    # The curve is drawn as PE(a)·PE(q) / (d_model / 2), the dot product over its largest value
+    # (|PE(p)|² = d_model / 2 at every position), on one fixed scale for every d_model; the axis
+    # labels say the dot product itself. So the axis keeps its ticks when d_model changes: Vega
+    # appends ticks that come back after ones that stayed, and the picture would not come back
+    # to the same markup.
+    lowest = min(min(row["s"]) / (row["d"] / 2) for row in data["similarity"])
+    low = min(0.0, math.floor(lowest * 4) / 4)
+    ticks = [low + step * 0.25 for step in range(round((1 - low) / 0.25) + 1)]
+    if len(ticks) > 6:
+        ticks = ticks[::2] if ticks[-1] in ticks[::2] else ticks[1::2]
     similarity = (
         alt.Chart(alt.InlineData(values=data["similarity"]))
         .transform_filter("datum.d == d_model && datum.p == pos_a")
-        .transform_calculate(q="sequence(0, length(datum.s))")
-        .transform_flatten(["s", "q"], as_=["dot", "q"])
+        .transform_calculate(q_list="sequence(0, length(datum.s))")
+        .transform_flatten(["s", "q_list"], as_=["dot", "q"])
+        .transform_calculate(share="datum.dot / (d_model / 2)")
+    )
+    share_axis = alt.Axis(
+        values=ticks, labelExpr="format(datum.value * d_model / 2, '~r')", aria=False
+    )  # its domain is the share, not the dot product: no description of it
+    share = alt.Y(
+        "share:Q",
+        title="PE(a) · PE(q)",
+        axis=share_axis,
+        scale=alt.Scale(domain=[low, 1], nice=False),
     )
     curve = similarity.mark_line(color=OKABE_ITO[0]).encode(
         x=alt.X("q:Q", title="position q"),
-        y=alt.Y("dot:Q", title="PE(a) · PE(q)"),
+        y=share,
         tooltip=[alt.Tooltip("q:Q", title="position q"), alt.Tooltip("dot:Q", format=".3f")],
     )
     at_b = similarity.transform_filter("datum.q == pos_b")
-    point_b = at_b.mark_point(filled=True, size=80, color=OKABE_ITO[3]).encode(x="q:Q", y="dot:Q")
+    point_b = at_b.mark_point(filled=True, size=80, color=OKABE_ITO[3]).encode(x="q:Q", y="share:Q")
     label_b = (
         at_b.transform_calculate(
             label="'PE(a)·PE(b) = ' + format(datum.dot, '.3f')"
             " + '   (b − a = ' + (pos_b - pos_a) + ')'"
         )
-        .mark_text(align="left", baseline="top", x=4, y=2, fontSize=12)
+        .mark_text(align="left", baseline="bottom", x=0, y=-6, fontSize=12)  # above the plot
         .encode(text="label:N")
     )
     dot_panel = (curve + point_b + label_b).properties(
-        width=260, height=180, title="Similarity of a to every position"
+        width=WIDTH,
+        height=130,
+        title=alt.Title("Similarity of a to every position", offset=24),  # room for the label
     )
 
-    return (
-        alt.vconcat(heatmap, alt.hconcat(vectors, dot_panel), spacing=24)
-        .add_params(d_model, pos_a, pos_b)
-        .configure_view(stroke=None)
+    # Stacked, so that the whole chart fits a phone's text column.
+    chart = alt.vconcat(heatmap, vectors, dot_panel, spacing=20).add_params(d_model, pos_a, pos_b)
+    chart.description = (
+        "The sinusoidal positional-encoding table PE as a heatmap (positions down, dimensions "
+        "across) with positions a and b marked; the two rows PE(a) and PE(b) as curves; and "
+        "the dot product of PE(a) with every position. The controls pick d_model and the "
+        "positions a and b."
     )
+    return chart.configure_view(stroke=None)
 
 
 def live_positional_explorer(d_model: int = 64, max_len: int = 50) -> LiveView:

@@ -11,6 +11,7 @@ curve is computed in Python at build time and the chart switches between them in
 :func:`live_gradient_explorer` recomputes for any ``r`` and ``T`` in a kernel.
 """
 
+import math
 from collections.abc import Sequence
 
 import altair as alt
@@ -31,6 +32,8 @@ __all__ = ["gradient_explorer", "gradient_explorer_data", "live_gradient_explore
 
 SIGNIFICANT = 4  # significant digits shipped to the page (the y axis spans 40 decades)
 INPUT_SCALES = {"small (0.01)": 0.01, "ordinary (1)": 1.0}  # std of the random inputs x_t
+WIDTH = 280  # pixels: the plot, so that the chart fits a phone's 358 px text column
+GRID_GREY = "#888888"  # the decades' lines (drawn faint): visible on light and dark pages
 
 
 def _rounded(values: np.ndarray) -> list[float]:
@@ -144,12 +147,14 @@ def gradient_explorer(
     curves = (
         alt.Chart(alt.InlineData(values=data))
         .transform_filter("abs(datum.r - radius) < 1e-6 && datum.T == length && datum.x == inputs")
-        .transform_calculate(k="sequence(0, length(datum.n))")
-        .transform_flatten(["n", "k"], as_=["norm", "k"])
-        .transform_calculate(linear="pow(datum.r, datum.k)", t="datum.T - datum.k")
-        .transform_fold(["norm", "linear"], as_=["curve", "value"])
+        .transform_calculate(k_list="sequence(0, length(datum.n))")
+        .transform_flatten(["n", "k_list"], as_=["norm", "k"])
         .transform_calculate(
-            curve="datum.curve == 'norm' ? 'measured ||∂h_T/∂h_t||' : 'r^k (linear RNN)'"
+            linear="pow(datum.r, datum.k)", t="datum.T - datum.k", k_share="datum.k / datum.T"
+        )
+        .transform_fold(["norm", "linear"], as_=["which", "value"])
+        .transform_calculate(
+            curve="datum.which == 'norm' ? 'measured ||∂h_T/∂h_t||' : 'r^k (linear RNN)'"
         )
     )
     colour = alt.Color(
@@ -158,7 +163,7 @@ def gradient_explorer(
             domain=["measured ||∂h_T/∂h_t||", "r^k (linear RNN)"],
             range=[OKABE_ITO[0], OKABE_ITO[3]],
         ),
-        legend=alt.Legend(title=None, orient="bottom"),
+        legend=alt.Legend(title=None, orient="bottom", direction="vertical", symbolType="stroke"),
     )
     dash = alt.StrokeDash(
         "curve:N",
@@ -167,24 +172,36 @@ def gradient_explorer(
         ),
         legend=None,
     )
-    lines = curves.mark_line(strokeWidth=2).encode(
-        x=alt.X("k:Q", title="distance k = T − t (steps back from the last hidden state)"),
-        y=alt.Y(
-            "value:Q",
-            title="gradient norm (log scale)",
-            scale=alt.Scale(type="log"),
-            axis=alt.Axis(format=".0e"),
+    # Both axes keep the same tick items whatever the controls do (Vega keeps a tick that stays
+    # and appends those that come back, so changing axes would draw the same picture in another
+    # order in the markup): x is k / T with ticks at fixed fractions, labelled with k; the log
+    # y axis has no ticks of its own, its decades are drawn by the layers `decades` below.
+    x = alt.X(
+        "k_share:Q",
+        title=["distance k = T − t", "(steps back from the last hidden state)"],
+        scale=alt.Scale(domain=[0, 1], nice=False),
+        axis=alt.Axis(
+            values=[0, 0.2, 0.4, 0.6, 0.8, 1],
+            labelExpr="format(datum.value * length, '~r')",
+            aria=False,  # its domain is k / T: no description of it
         ),
-        color=colour,
-        strokeDash=dash,
     )
+    y = alt.Y(
+        "value:Q",
+        title="gradient norm (log scale)",
+        scale=alt.Scale(type="log", nice=False),
+        # aria=False: Vega writes an axis's description (its domain) only when the axis moves,
+        # so it would go stale as the controls change the curves
+        axis=alt.Axis(labels=False, ticks=False, grid=False, titlePadding=44, aria=False),
+    )
+    lines = curves.mark_line(strokeWidth=2).encode(x=x, y=y, color=colour, strokeDash=dash)
     hover = alt.selection_point(
         name="hover", on="pointerover", nearest=True, fields=["k"], empty=False, clear="pointerout"
     )
     points = (
         curves.mark_point(filled=True, size=40)
         .encode(
-            x="k:Q",
+            x="k_share:Q",
             y="value:Q",
             color=colour,
             opacity=alt.condition(hover, alt.value(1), alt.value(0)),
@@ -200,24 +217,62 @@ def gradient_explorer(
     label = (
         curves.transform_filter("datum.k == datum.T && datum.curve != 'r^k (linear RNN)'")
         .transform_calculate(
-            text="'gradient reaching the first token (k = ' + datum.T + '): '"
+            text="'gradient reaching the first token (k = ' + datum.T + '):\\n'"
             " + format(datum.value, '.2e') + ' (r^T = ' + format(datum.linear, '.2e') + ')'"
         )
-        .mark_text(align="left", baseline="bottom", x=0, y=-6, fontSize=12)  # above the plot
+        .mark_text(align="left", baseline="bottom", x=0, y=-14, fontSize=12, lineBreak="\n")
         .encode(text="text:N")
     )
-    return (
-        (lines + points + label)
+    # The log axis's decades: one row per curve, its range in whole decades and the decades
+    # to mark, at most 7 (every 2nd, 5th, 10th... decade when the curves span many).
+    decade_rows = []
+    for row in data:
+        values = np.concatenate([row["n"], row["r"] ** np.arange(len(row["n"]))])
+        values = np.maximum(values, 1e-300)
+        low = math.floor(math.log10(values.min()))
+        high = max(math.ceil(math.log10(values.max())), low + 1)
+        step = next(s for s in (1, 2, 5, 10, 20, 50, 100) if (high - low) // s <= 6)
+        marks = [e for e in range(low, high + 1) if e % step == 0]
+        decade_rows.append({**{key: row[key] for key in ("r", "T", "x")}, "lo": low, "hi": high,
+                            "e": marks})  # fmt: skip
+    decades = alt.Chart(alt.InlineData(values=decade_rows)).transform_filter(
+        "abs(datum.r - radius) < 1e-6 && datum.T == length && datum.x == inputs"
+    )
+    bounds = (  # invisible: the y scale runs from the first decade to the last
+        decades.transform_calculate(bound_list="[pow(10, datum.lo), pow(10, datum.hi)]")
+        .transform_flatten(["bound_list"], as_=["value"])
+        .mark_point(opacity=0)
+        .encode(y="value:Q")
+    )
+    decade = decades.transform_flatten(["e"], as_=["exponent"]).transform_calculate(
+        value="pow(10, datum.exponent)", decade_text="format(pow(10, datum.exponent), '.0e')"
+    )
+    grid = decade.mark_rule(color=GRID_GREY, opacity=0.35).encode(
+        y="value:Q", x=alt.value(0), x2=alt.value(WIDTH)
+    )
+    decade_labels = decade.mark_text(align="right", dx=-5, fontSize=10).encode(
+        y="value:Q", x=alt.value(0), text="decade_text:N"
+    )
+    chart = (
+        alt.layer(grid, bounds, lines, points, label, decade_labels)
         .add_params(radius, length, inputs)
         .properties(
-            width=560,
-            height=300,
+            width=WIDTH,
+            height=240,
             title=alt.Title(
-                "How much gradient survives k steps of backpropagation through time", offset=22
+                ["How much gradient survives k steps", "of backpropagation through time"],
+                offset=42,  # room for the two lines of the label above the plot
+                anchor="start",
             ),
         )
-        .configure_view(stroke=None)
     )
+    chart.description = (
+        "On a log scale, the norm of the gradient that reaches the hidden state k steps back "
+        "from the last one in a tanh RNN, measured, against r to the power k for a linear RNN. "
+        "The controls pick the scale r of the recurrent weights, the sequence length T and the "
+        "size of the inputs."
+    )
+    return chart.configure_view(stroke=None)
 
 
 def live_gradient_explorer(radius: float = 0.9, length: int = 100) -> LiveView:

@@ -9,7 +9,9 @@ tokens) so that a reader can tell a high similarity from an ordinary one.
 :func:`live_neighbour_explorer` takes any word in a live kernel.
 """
 
+import json
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +31,7 @@ __all__ = [
 
 DECIMALS = 3  # cosine similarities shipped to the page
 TITLE = "Nearest neighbours in the embedding table"
+WIDTH = 200  # pixels: the bars; with the token labels the chart fits a phone's 358 px column
 
 
 @dataclass
@@ -103,11 +106,9 @@ def neighbour_explorer(
         y=alt.Y(
             "k:O",
             title=None,
+            # aria=False: Vega would not update its description as the word changes
             axis=alt.Axis(
-                labelExpr="neighbour_tokens[word][datum.value - 1]",
-                labelLimit=110,
-                minExtent=115,
-                maxExtent=115,
+                labelExpr="neighbour_tokens[word][datum.value - 1]", labelLimit=100, aria=False
             ),
         ),
         x=alt.X("c:Q", title="cosine similarity", scale=alt.Scale(domain=domain, nice=False)),
@@ -121,6 +122,7 @@ def neighbour_explorer(
         y="k:O", x="c:Q", text=alt.Text("c:Q", format=".2f")
     )
     layers: list[alt.Chart] = [bars, values]
+    lines: list[str] = []  # the baseline's label
     if baseline is not None:
         line = alt.Chart(
             alt.InlineData(values=[{"c": round(float(baseline), DECIMALS), "l": baseline_label}])
@@ -130,21 +132,55 @@ def neighbour_explorer(
                 x="c:Q", tooltip=[alt.Tooltip("l:N", title="line"), alt.Tooltip("c:Q")]
             )
         )
+        # The line's label above the bars, on the side of the line with room for it (about
+        # 6.5 px a character), in more lines if neither side has room for one.
+        words = f"{baseline_label} {baseline:.2f}"
+        at = (baseline - domain[0]) / (domain[1] - domain[0]) * WIDTH
+        need = 6.5 * len(words) + 4
+        room_right, room_left = WIDTH + 40 - at, at + 40  # up to 40 px beyond the bars
+        if need <= room_right or need <= room_left:
+            right, lines = need <= room_right, [words]
+        else:  # lines as long as the roomier side allows
+            right = room_right >= room_left
+            lines = textwrap.wrap(words, max(12, int(max(room_right, room_left) / 6.5)))
+        text = "\n".join(lines)
         layers.append(
-            line.transform_calculate(text="datum.l + ' ' + format(datum.c, '.2f')")
-            .mark_text(align="left", baseline="bottom", dx=4, y=-4, color=OKABE_ITO[3])
-            .encode(x="c:Q", text="text:N")
+            line.transform_calculate(line_text=json.dumps(text))
+            .mark_text(
+                align="left" if right else "right",
+                baseline="bottom",
+                dx=4 if right else -4,
+                y=-4 - 13 * (len(lines) - 1),
+                color=OKABE_ITO[3],
+                lineBreak="\n",
+            )
+            .encode(x="c:Q", text="line_text:N")
         )
-    return (
+    chart = (
         alt.layer(*layers)
         .add_params(word, tokens)
         .properties(
-            width=380,
+            width=WIDTH,
             height=alt.Step(22),
-            title=alt.Title(TITLE, subtitle="each bar: one token's row against the word's row"),
+            title=alt.Title(
+                TITLE,
+                subtitle="each bar: one token's row against the word's row",
+                anchor="start",
+                offset=10 + 13 * len(lines),  # room for the line's label
+            ),
         )
-        .configure_view(stroke=None)
     )
+    chart.description = (
+        "Bars of cosine similarity between a word's row of the embedding table and its nearest "
+        "rows, nearest first"
+        + (
+            f", with a dashed line at {baseline:.2f} ({baseline_label})"
+            if baseline is not None
+            else ""
+        )
+        + ". The menu picks the word."
+    )
+    return chart.configure_view(stroke=None)
 
 
 def live_neighbour_explorer(
