@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PYTHONHASHSEED := 0
 
-.PHONY: book test lint unit nbval browser notebooks lab serve clean
+.PHONY: book test lint unit nbval links browser notebooks lab serve clean
 
 $(INSTALLED): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,15 +30,15 @@ book: $(INSTALLED)
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
 	@echo "The book is at $(abspath $(SITE))/index.html  (serve it with: make serve)"
 
-## test: lint, package tests, strict nbval on committed outputs, strict build, browser check
-test: lint unit nbval book browser
+## test: lint, package tests, strict nbval on committed outputs, strict build, links, browser check
+test: lint unit nbval book links browser
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check code tests
 
 unit: $(INSTALLED)
-	$(BIN)/pytest -m "not browser"
+	$(BIN)/pytest -m "not browser and not site"
 
 nbval: $(INSTALLED)
 	$(BIN)/pytest -p no:cacheprovider --nbval --nbval-current-env \
@@ -47,6 +47,11 @@ nbval: $(INSTALLED)
 $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 	npm ci --prefix tests/browser --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $@
+
+## links: the built site's internal links and anchors, and which pages load the widget manager
+links: $(INSTALLED)
+	$(BIN)/pytest -m site
+	@echo "External links (listed, not fetched): $(abspath _build/external-links.txt)"
 
 browser: $(INSTALLED) $(BROWSER_DEPS)
 	$(BIN)/pytest -m browser

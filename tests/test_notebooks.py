@@ -6,6 +6,7 @@ so ``make notebooks`` never produces a diff by itself. It also enforces DESIGN.m
 30 s and 1.5 GB per notebook on the machine that runs the tests.
 """
 
+import copy
 from pathlib import Path
 
 import nbformat
@@ -14,8 +15,12 @@ import pytest
 from transformer_tutorial.notebooks import (
     BUDGET_MEMORY_MB,
     BUDGET_SECONDS,
+    WIDGET_STATE,
+    WIDGET_VIEW,
+    _displayed_widget_state,
     _stable_widget_ids,
     _stderr_outputs,
+    _widget_views,
     execute_notebook,
 )
 
@@ -62,12 +67,13 @@ def test_committed_chapter_is_complete(path):
                 figure = cell.metadata.get("mystnb", {})
                 assert figure.get("figure", {}).get("caption"), f"figure without caption: {cell.id}"
                 assert figure.get("image", {}).get("alt"), f"figure without alt text: {cell.id}"
-    view_type = "application/vnd.jupyter.widget-view+json"
-    views = [out for cell in code for out in cell.outputs if view_type in out.get("data", {})]
-    if views:
-        state = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-        for view in views:
-            assert view["data"][view_type]["model_id"] in state
+    state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for view in _widget_views(notebook, displayed_only=True):
+        assert view in state, "a widget the site shows has no saved state: make notebooks"
+    pruned = _displayed_widget_state(copy.deepcopy(notebook))
+    kept = pruned.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    hidden = len(state) - len(kept)  # saved for nothing: myst-nb would load the widget manager
+    assert hidden == 0, f"state of {hidden} widgets the site does not show: run make notebooks"
 
 
 def test_widget_ids_are_renamed_by_creation_order():
@@ -96,3 +102,68 @@ def test_widget_ids_are_renamed_by_creation_order():
     model_id = renamed.cells[0].outputs[0]["data"]["application/vnd.jupyter.widget-view+json"]
     assert model_id["model_id"] == first
     assert _stable_widget_ids(notebook, "chapter") == renamed  # the same names every time
+
+
+def _notebook_with_widgets(tags: list[str]) -> nbformat.NotebookNode:
+    """A displayed or removed VBox (with a Text child, their layouts, a jslink to a slider)."""
+    notebook = nbformat.v4.new_notebook()
+    hidden = nbformat.v4.new_code_cell("slider", metadata={"tags": ["remove-output"]})
+    cell = nbformat.v4.new_code_cell("box", metadata={"tags": tags})
+    for code_cell, model_id in [(hidden, "slider"), (cell, "box")]:
+        data = {WIDGET_VIEW: {"model_id": model_id}, "text/plain": model_id}
+        code_cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
+    notebook.cells = [hidden, cell]
+
+    def model(name: str, **state: object) -> dict:
+        return {"model_name": name, "model_module": "@jupyter-widgets/controls", "state": state}
+
+    notebook.metadata["widgets"] = {
+        WIDGET_STATE: {
+            "state": {
+                "box": model("VBoxModel", children=["IPY_MODEL_text"], layout="IPY_MODEL_l1"),
+                "l1": model("LayoutModel"),
+                "text": model("TextModel", layout="IPY_MODEL_l2"),
+                "l2": model("LayoutModel"),
+                "link": model(
+                    "LinkModel",
+                    source=["IPY_MODEL_text", "value"],
+                    target=["IPY_MODEL_box", "value"],
+                ),
+                "slider": model("IntSliderModel", layout="IPY_MODEL_l3"),
+                "l3": model("LayoutModel"),
+                "link_to_slider": model(
+                    "LinkModel",
+                    source=["IPY_MODEL_text", "value"],
+                    target=["IPY_MODEL_slider", "value"],
+                ),
+            },
+            "version_major": 2,
+            "version_minor": 0,
+        }
+    }
+    return notebook
+
+
+def test_widget_state_is_kept_for_displayed_views_and_what_they_use():
+    notebook = _displayed_widget_state(_notebook_with_widgets(tags=["hide-input"]))
+    state = notebook.metadata["widgets"][WIDGET_STATE]["state"]
+    assert list(state) == ["box", "l1", "text", "l2", "link"]  # in creation order
+    assert _widget_views(notebook, displayed_only=True) == ["box"]
+    assert _widget_views(notebook) == ["slider", "box"]
+
+
+@pytest.mark.parametrize("tag", ["remove-output", "remove-cell"])
+def test_no_widget_state_when_the_site_shows_no_widget(tag):
+    notebook = _displayed_widget_state(_notebook_with_widgets(tags=[tag]))
+    assert "widgets" not in notebook.metadata  # myst-nb then loads no widget manager
+    assert _widget_views(notebook) == ["slider", "box"]  # outputs stay, for JupyterLab and nbval
+
+
+def test_views_without_saved_state_get_stable_ids_too():
+    notebook = _displayed_widget_state(_notebook_with_widgets(tags=["remove-output"]))
+    renamed = _stable_widget_ids(notebook, "chapter")
+    assert _widget_views(renamed) == [
+        _widget_views(_stable_widget_ids(copy.deepcopy(notebook), "chapter"))[index]
+        for index in range(2)
+    ]
+    assert not {"slider", "box"} & set(_widget_views(renamed))
