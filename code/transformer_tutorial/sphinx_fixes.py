@@ -49,6 +49,10 @@ BOOK_CSS = """\
 .bd-article table { font-size: 0.9em; }
 .bd-article table th, .bd-article table td { padding: 0.5rem 0.375rem; }
 .bd-article .pst-scrollable-table-container { max-width: 100%; overflow-x: auto; }
+/* The theme gives outputs a light box in dark mode; the book's charts draw their own dark
+   theme (widgets/explorer.js), so theirs stays transparent and keeps the column's width. */
+html[data-theme="dark"] .bd-article div.cell_output div.text_html:has(> div.tt-chart) {
+  background: transparent; padding: 0; }
 """
 
 # (what is fixed, pattern, replacement), applied to every page the build writes.

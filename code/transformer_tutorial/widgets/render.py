@@ -23,12 +23,14 @@ the same chart always gives the same bytes and re-executing a notebook changes n
   ``data-jp-theme-light="false"`` on ``<body>``), redrawing with light text on a transparent
   background and keeping every control's value; data colour scales do not change.
 - Every spec gets ``autosize: {type: "pad", resize: true}`` (the chart grows and shrinks with
-  its content) and a ``description`` (its title when it has none), which Vega puts in the
-  ``aria-label`` of the chart.
+  its content), ``aria: false`` on marks without a tooltip (decorative: outlines, arrows)
+  and a ``description`` (its title when it has none),
+  which Vega puts in the ``aria-label`` of the chart.
 - ``usermeta.limits``: ``{"real": {"by": "sentence", "max": [4, 6, 3]}}`` lets the ``real``
   control go up to ``max[sentence]`` only; the browser lowers its value when needed.
 """
 
+import copy
 import hashlib
 import json
 import re
@@ -90,11 +92,31 @@ def _title_text(title: Any) -> str | None:
     return title if isinstance(title, str) and title else None
 
 
+def _hide_marks_without_tooltips(node: Any) -> None:
+    """Take marks that carry no tooltip (outlines, arrows, leader lines) out of the
+    accessibility tree: Vega would give them an image role with no name (axe: svg-img-alt).
+    Marks with a tooltip keep the description Vega-Lite writes from its fields."""
+    if isinstance(node, list):
+        for item in node:
+            _hide_marks_without_tooltips(item)
+    elif isinstance(node, dict):
+        if "mark" in node:
+            encoding = node.get("encoding") or {}
+            if "tooltip" not in encoding and "description" not in encoding:
+                mark = node["mark"] if isinstance(node["mark"], dict) else {"type": node["mark"]}
+                node["mark"] = {**mark, "aria": False}
+        for key, value in node.items():
+            if key not in ("mark", "datasets", "data"):
+                _hide_marks_without_tooltips(value)
+
+
 def _book_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` with the settings every chart in the book has: autosize and a description."""
-    spec = dict(spec)
+    """A copy of ``spec`` with the settings every chart in the book has: autosize, no ARIA on
+    decorative marks, and a description."""
+    spec = copy.deepcopy(spec)
     autosize = spec.get("autosize")
     spec["autosize"] = {**(autosize if isinstance(autosize, dict) else {}), **AUTOSIZE}
+    _hide_marks_without_tooltips(spec)
     if not spec.get("description"):
         title = _title_text(spec.get("title"))
         if title:
