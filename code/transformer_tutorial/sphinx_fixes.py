@@ -52,7 +52,7 @@ BOOK_CSS = """\
 /* The theme gives outputs a light box in dark mode; the book's charts draw their own dark
    theme (widgets/explorer.js), so theirs stays transparent and keeps the column's width. */
 html[data-theme="dark"] .bd-article div.cell_output div.text_html:has(> div.tt-chart) {
-  background: transparent; padding: 0; }
+  background: transparent; padding: 0; color: var(--pst-color-text-base); }
 """
 
 # (what is fixed, pattern, replacement), applied to every page the build writes.
