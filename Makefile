@@ -58,7 +58,7 @@ browser: $(INSTALLED) $(BROWSER_DEPS)
 
 ## notebooks: execute every chapter in place, saving widget state and outputs
 notebooks: $(INSTALLED)
-	$(BIN)/python -m transformer_tutorial.notebooks chapters/*.ipynb
+	$(BIN)/python -m transformer_tutorial.book.notebooks chapters/*.ipynb
 
 $(VENV)/.lab-installed: $(INSTALLED) requirements-lab.txt
 	$(BIN)/python -m pip install --quiet -r requirements-lab.txt

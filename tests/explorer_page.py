@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from transformer_tutorial import widgets
-from transformer_tutorial.widgets.render import chart_bundle
+from transformer_tutorial.views import explorers
+from transformer_tutorial.views.explorers.render import chart_bundle
 
 # Text a label or a token may hold that a page must never run or parse as markup.
 SCRIPT = "</script><script>window.__pwned=1</script>"
@@ -54,28 +54,28 @@ def explorers() -> dict[str, object]:
     toy_tokens = [image, bold, "sat", "down"]
     real_tokens = [script, "cat", bold, "on", "the", "mat"]
     attention = [
-        widgets.AttentionRecord(
+        explorers.AttentionRecord(
             f"toy: {script}", toy_tokens, _weights(rng, 2, 2, 4, 4), model="toy model"
         ),
-        widgets.AttentionRecord(
+        explorers.AttentionRecord(
             f"real: {bold}", real_tokens, _weights(rng, 3, 4, 6, 6), model="real model"
         ),
     ]
     anchors = [
-        widgets.AnchorPoint(image, "fruit", (0.5, 3.0)),
-        widgets.AnchorPoint("juice", "fruit", (2.5, 0.5)),
-        widgets.AnchorPoint(bold, "technology", (6.0, 8.0)),
-        widgets.AnchorPoint("os", "technology", (7.5, 7.5)),
+        explorers.AnchorPoint(image, "fruit", (0.5, 3.0)),
+        explorers.AnchorPoint("juice", "fruit", (2.5, 0.5)),
+        explorers.AnchorPoint(bold, "technology", (6.0, 8.0)),
+        explorers.AnchorPoint("os", "technology", (7.5, 7.5)),
     ]
     shifts = [
-        widgets.ShiftRecord(
+        explorers.ShiftRecord(
             f"fruit: {bold}",
             "apple",
             np.array([[4.0, 4.0], [3.0, 3.5], [1.5, 2.5]]),
             [script, "apple", "pie"],
             np.array([0.5, 0.3, 0.2]),
         ),
-        widgets.ShiftRecord(
+        explorers.ShiftRecord(
             f"technology: {image}",
             "apple",
             np.array([[4.0, 4.0], [5.0, 6.0], [6.5, 7.0]]),
@@ -83,18 +83,18 @@ def explorers() -> dict[str, object]:
             np.array([0.1, 0.4, 0.3, 0.2]),
         ),
     ]
-    masks = [widgets.MaskPreset(label, tokens) for label, tokens in MASK_PRESETS.items()]
+    masks = [explorers.MaskPreset(label, tokens) for label, tokens in MASK_PRESETS.items()]
     neighbours = [
-        widgets.NeighbourRecord(image, [(script, 0.9), (bold, 0.7), ("cats", 0.5)]),
-        widgets.NeighbourRecord("dog", [("dogs", 0.8), (bold, 0.6), ("puppy", 0.4)]),
+        explorers.NeighbourRecord(image, [(script, 0.9), (bold, 0.7), ("cats", 0.5)]),
+        explorers.NeighbourRecord("dog", [("dogs", 0.8), (bold, 0.6), ("puppy", 0.4)]),
     ]
     return {
-        "attention": widgets.attention_explorer(attention, start=1, start_head=1),
-        "apple": widgets.apple_explorer(shifts, anchors),
-        "mask": widgets.mask_explorer(masks, start_real=4),
-        "neighbours": widgets.neighbour_explorer(neighbours),
-        "positional": widgets.positional_explorer((8, 16), max_len=12),
-        "gradient": widgets.gradient_explorer(lengths=(10, 20)),
+        "attention": explorers.attention_explorer(attention, start=1, start_head=1),
+        "apple": explorers.apple_explorer(shifts, anchors),
+        "mask": explorers.mask_explorer(masks, start_real=4),
+        "neighbours": explorers.neighbour_explorer(neighbours),
+        "positional": explorers.positional_explorer((8, 16), max_len=12),
+        "gradient": explorers.gradient_explorer(lengths=(10, 20)),
     }
 
 

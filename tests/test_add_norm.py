@@ -1,11 +1,11 @@
-"""Tests for transformer_tutorial.add_norm (paper section 3.1; Ba et al. 2016)."""
+"""Tests for transformer_tutorial.model.norm (paper section 3.1; Ba et al. 2016)."""
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from transformer_tutorial.add_norm import (
+from transformer_tutorial.model.norm import (
     LayerNorm,
     SublayerConfig,
     SublayerConnection,

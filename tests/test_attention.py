@@ -1,11 +1,11 @@
-"""Tests for transformer_tutorial.attention (paper section 3.2.1, equation 1)."""
+"""Tests for transformer_tutorial.model.attention (paper section 3.2.1, equation 1)."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_tutorial.attention import (
+from transformer_tutorial.model.attention import (
     SelfAttention,
     SelfAttentionConfig,
     dot_product_std,

@@ -1,11 +1,12 @@
-"""Tests for transformer_tutorial.causal_lm: the tiny language model and the model that cheats."""
+"""Tests for transformer_tutorial.studies.causal_lm: the tiny language model and the model that cheats."""
 
 import math
 
 import pytest
 import torch
 
-from transformer_tutorial.causal_lm import (
+from transformer_tutorial.model.transformer import DecoderOnly, build_model
+from transformer_tutorial.studies.causal_lm import (
     HELD_OUT_TEXT,
     PAD_TOKEN,
     TRAINING_TEXT,
@@ -20,7 +21,6 @@ from transformer_tutorial.causal_lm import (
     train_char_lm,
     training_windows,
 )
-from transformer_tutorial.transformer import DecoderOnly, build_model
 
 
 @pytest.fixture(scope="module")

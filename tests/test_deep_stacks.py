@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.deep_stacks: the five arrangements, the gradient measurements,
+"""Tests for transformer_tutorial.studies.deep_stacks: the five arrangements, the gradient measurements,
 and the side-by-side training (each run equals training that model alone with torch.optim.Adam).
 """
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from transformer_tutorial.deep_stacks import (
+from transformer_tutorial.studies.deep_stacks import (
     ARRANGEMENTS,
     Classifier,
     DeepStack,

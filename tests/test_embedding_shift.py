@@ -1,11 +1,11 @@
-"""Tests for transformer_tutorial.embedding_shift: the toy attention models and their measures."""
+"""Tests for transformer_tutorial.studies.embedding_shift: the toy attention models and their measures."""
 
 import numpy as np
 import pytest
 import torch
 
-from transformer_tutorial.attention import scaled_dot_product_attention
-from transformer_tutorial.embedding_shift import (
+from transformer_tutorial.model.attention import scaled_dot_product_attention
+from transformer_tutorial.studies.embedding_shift import (
     ANCHORS,
     APPLE_PRESETS,
     APPLE_VOCABULARY,

@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.embeddings: the real model's files, tokenization and padding,
+"""Tests for transformer_tutorial.model.tokens: the real model's files, tokenization and padding,
 the embedding lookup three ways, positions, similarities, BPE and WordPiece, and learning."""
 
 import json
@@ -16,8 +16,9 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
-from transformer_tutorial import embeddings as em
-from transformer_tutorial.positional_encoding import sinusoidal_encoding
+from transformer_tutorial.model import embeddings, files, tokens
+from transformer_tutorial.model.positions import sinusoidal_encoding
+from transformer_tutorial.studies import word_vectors
 
 # A paragraph with subwords, punctuation, accents and capitals, for WordPiece against the library
 PARAGRAPH = (
@@ -29,17 +30,17 @@ PARAGRAPH = (
 
 @pytest.fixture(scope="module")
 def directory():
-    return em.model_directory()
+    return files.model_directory()
 
 
 @pytest.fixture(scope="module")
 def tokenizer(directory):
-    return em.load_tokenizer(directory)
+    return tokens.load_tokenizer(directory)
 
 
 @pytest.fixture(scope="module")
 def table(directory):
-    return em.load_word_embeddings(directory)
+    return embeddings.load_word_embeddings(directory)
 
 
 def _fake_model_directory(path, names):
@@ -53,17 +54,17 @@ def _fake_model_directory(path, names):
 
 
 def test_model_files_are_the_four_the_book_reads():
-    assert em.MODEL_FILES == ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt")
+    assert files.MODEL_FILES == ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt")
 
 
 def test_installed_model_directory_holds_every_file(directory):
-    assert directory.name == "model" and directory.parent.name == em.MODEL_PACKAGE
-    assert all((directory / name).is_file() for name in em.MODEL_FILES)
+    assert directory.name == "model" and directory.parent.name == files.MODEL_PACKAGE
+    assert all((directory / name).is_file() for name in files.MODEL_FILES)
 
 
 def test_model_directory_does_not_import_the_package():
     code = (
-        "import sys; from transformer_tutorial.embeddings import model_directory, MODEL_PACKAGE;"
+        "import sys; from transformer_tutorial.model.files import model_directory, MODEL_PACKAGE;"
         "model_directory(); assert MODEL_PACKAGE not in sys.modules, 'imported'"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -72,14 +73,14 @@ def test_model_directory_does_not_import_the_package():
 
 @pytest.mark.parametrize("as_str", [False, True])
 def test_model_directory_accepts_a_complete_directory(tmp_path, as_str):
-    path = _fake_model_directory(tmp_path / "copy", em.MODEL_FILES)
-    assert em.model_directory(str(path) if as_str else path) == path
+    path = _fake_model_directory(tmp_path / "copy", files.MODEL_FILES)
+    assert files.model_directory(str(path) if as_str else path) == path
 
 
 def test_model_directory_names_every_missing_file_and_the_directory(tmp_path):
     path = _fake_model_directory(tmp_path / "partial", ("config.json", "vocab.txt"))
-    with pytest.raises(em.ModelFilesError) as caught:
-        em.model_directory(path)
+    with pytest.raises(files.ModelFilesError) as caught:
+        files.model_directory(path)
     assert isinstance(caught.value, FileNotFoundError)
     message = str(caught.value)
     assert str(path) in message
@@ -89,27 +90,27 @@ def test_model_directory_names_every_missing_file_and_the_directory(tmp_path):
 
 
 def test_model_directory_rejects_a_missing_directory_and_a_file(tmp_path):
-    with pytest.raises(em.ModelFilesError, match="does not exist") as caught:
-        em.model_directory(tmp_path / "nowhere")
-    assert caught.value.missing == em.MODEL_FILES
+    with pytest.raises(files.ModelFilesError, match="does not exist") as caught:
+        files.model_directory(tmp_path / "nowhere")
+    assert caught.value.missing == files.MODEL_FILES
     a_file = tmp_path / "config.json"
     a_file.write_text("{}")
-    with pytest.raises(em.ModelFilesError, match="is not a directory"):
-        em.model_directory(a_file)
+    with pytest.raises(files.ModelFilesError, match="is not a directory"):
+        files.model_directory(a_file)
 
 
 def test_model_directory_says_when_the_package_is_not_installed(monkeypatch):
     monkeypatch.setattr(em, "MODEL_PACKAGE", "no_such_package_for_this_test")
     with pytest.raises(
-        em.ModelFilesError, match="is not installed and no model directory"
+        files.ModelFilesError, match="is not installed and no model directory"
     ) as caught:
-        em.model_directory()
+        files.model_directory()
     assert caught.value.directory is None
     assert isinstance(caught.value, FileNotFoundError)
 
 
 def test_config_matches_the_table(directory, table):
-    config = em.load_config(directory)
+    config = files.load_config(directory)
     assert (config["vocab_size"], config["hidden_size"]) == (30522, 384)
     assert table.shape == (config["vocab_size"], config["hidden_size"])
     assert table.dtype == torch.float32
@@ -120,7 +121,7 @@ def test_word_embeddings_match_an_independent_reading_of_the_file(directory, tab
     with open(directory / "model.safetensors", "rb") as file:
         (header_length,) = struct.unpack("<Q", file.read(8))
         header = json.loads(file.read(header_length))
-        entry = header[em.WORD_EMBEDDINGS_KEY]
+        entry = header[embeddings.WORD_EMBEDDINGS_KEY]
         start, end = entry["data_offsets"]
         file.seek(8 + header_length + start)
         raw = np.frombuffer(file.read(end - start), dtype="<f4").reshape(entry["shape"])
@@ -131,37 +132,37 @@ def test_word_embeddings_match_an_independent_reading_of_the_file(directory, tab
 def test_word_embeddings_need_their_key(tmp_path):
     save_file({"something.else": torch.zeros(2, 3)}, tmp_path / "model.safetensors")
     with pytest.raises(ValueError, match=r"holds no tensor 'embeddings\.word_embeddings\.weight'"):
-        em.load_word_embeddings(tmp_path)
-    save_file({em.WORD_EMBEDDINGS_KEY: torch.zeros(6)}, tmp_path / "model.safetensors")
+        embeddings.load_word_embeddings(tmp_path)
+    save_file({embeddings.WORD_EMBEDDINGS_KEY: torch.zeros(6)}, tmp_path / "model.safetensors")
     with pytest.raises(ValueError, match=r"must have shape \(vocab, D\), got \(6,\)"):
-        em.load_word_embeddings(tmp_path)
+        embeddings.load_word_embeddings(tmp_path)
 
 
 @pytest.mark.parametrize(
     ("loader", "needed"),
     [
-        (em.load_word_embeddings, "model.safetensors"),
-        (em.load_tokenizer, "tokenizer.json"),
-        (em.load_vocabulary, "vocab.txt"),
-        (em.load_config, "config.json"),
-        (em.stored_parameter_shapes, "model.safetensors"),
+        (embeddings.load_word_embeddings, "model.safetensors"),
+        (tokens.load_tokenizer, "tokenizer.json"),
+        (tokens.load_vocabulary, "vocab.txt"),
+        (files.load_config, "config.json"),
+        (files.stored_parameter_shapes, "model.safetensors"),
     ],
 )
 def test_every_loader_names_its_missing_file(tmp_path, loader, needed):
-    with pytest.raises(em.ModelFilesError, match=f"missing {needed}"):
+    with pytest.raises(files.ModelFilesError, match=f"missing {needed}"):
         loader(tmp_path)
 
 
 def test_stored_parameters_count_the_whole_model(directory, table):
-    shapes = em.stored_parameter_shapes(directory)
-    assert shapes[em.WORD_EMBEDDINGS_KEY] == tuple(table.shape)
+    shapes = files.stored_parameter_shapes(directory)
+    assert shapes[embeddings.WORD_EMBEDDINGS_KEY] == tuple(table.shape)
     assert "embeddings.position_ids" not in shapes  # an integer buffer, not a parameter
     assert shapes["embeddings.position_embeddings.weight"] == (512, 384)
     assert sum(math.prod(shape) for shape in shapes.values()) == 22_713_216
 
 
 def test_vocabulary_file_and_tokenizer_agree(directory, tokenizer):
-    vocabulary = em.load_vocabulary(directory)
+    vocabulary = tokens.load_vocabulary(directory)
     assert len(vocabulary) == tokenizer.get_vocab_size() == 30522
     assert {token: i for i, token in enumerate(vocabulary)} == tokenizer.get_vocab()
     assert vocabulary[0] == "[PAD]" and vocabulary[100:103] == ["[UNK]", "[CLS]", "[SEP]"]
@@ -173,18 +174,18 @@ def test_vocabulary_file_and_tokenizer_agree(directory, tokenizer):
 def test_tokenizer_file_settings_are_switched_off(tokenizer):
     assert tokenizer.truncation is None and tokenizer.padding is None
     long_text = " ".join(["word"] * 300)
-    assert len(em.tokenize(tokenizer, long_text).ids) == 302  # not cut at 128, nor padded
+    assert len(tokens.tokenize(tokenizer, long_text).ids) == 302  # not cut at 128, nor padded
 
 
 def test_known_tokenization(tokenizer):
-    tokens = em.tokenize(tokenizer, "How are you")
+    tokens = tokens.tokenize(tokenizer, "How are you")
     assert tokens.tokens == ("[CLS]", "how", "are", "you", "[SEP]")
     assert tokens.ids == (101, 2129, 2024, 2017, 102)
     assert tokens.words == (None, 0, 1, 2, None)
 
 
 def test_words_split_into_pieces_marked_with_hashes(tokenizer):
-    tokens = em.tokenize(tokenizer, "Tokenization is unbelievably easy")
+    tokens = tokens.tokenize(tokenizer, "Tokenization is unbelievably easy")
     assert tokens.tokens[1:-1] == (
         "token", "##ization", "is", "un", "##bel", "##ie", "##va", "##bly", "easy",
     )  # fmt: skip
@@ -195,26 +196,26 @@ def test_special_token_ids(tokenizer):
     assert [tokenizer.token_to_id(token) for token in ("[PAD]", "[UNK]", "[CLS]", "[SEP]")] == [
         0, 100, 101, 102,
     ]  # fmt: skip
-    assert em.tokenize(tokenizer, "hello 🙂").tokens == ("[CLS]", "hello", "[UNK]", "[SEP]")
+    assert tokens.tokenize(tokenizer, "hello 🙂").tokens == ("[CLS]", "hello", "[UNK]", "[SEP]")
 
 
 @pytest.mark.parametrize("text", ["", "   \n", None, 42])
 def test_tokenize_rejects_empty_or_non_text(tokenizer, text):
     with pytest.raises(ValueError, match="text"):
-        em.tokenize(tokenizer, text)
+        tokens.tokenize(tokenizer, text)
 
 
 def test_split_words_normalises_like_bert(tokenizer):
-    assert em.split_words(tokenizer, "Naïve café, ChatGPT!") == [
+    assert tokens.split_words(tokenizer, "Naïve café, ChatGPT!") == [
         "naive", "cafe", ",", "chatgpt", "!",
     ]  # fmt: skip
     with pytest.raises(ValueError, match="text is empty"):
-        em.split_words(tokenizer, " ")
+        tokens.split_words(tokenizer, " ")
 
 
 def test_encode_batch_pads_to_the_longest(tokenizer):
     texts = ["The cat sleeps", "A dog chased the ball across the garden", "Hi"]
-    batch = em.encode_batch(tokenizer, texts)
+    batch = tokens.encode_batch(tokenizer, texts)
     assert batch.ids.shape == batch.attention_mask.shape == (3, 10)
     assert batch.ids.dtype == batch.attention_mask.dtype == torch.int64
     assert batch.lengths == (5, 10, 3)
@@ -223,12 +224,12 @@ def test_encode_batch_pads_to_the_longest(tokenizer):
         assert batch.ids[row, 0] == 101 and batch.ids[row, length - 1] == 102
         assert (batch.ids[row, length:] == 0).all()
         assert batch.tokens[row][length:] == ("[PAD]",) * (10 - length)
-        assert batch.tokens[row][:length] == em.tokenize(tokenizer, texts[row]).tokens
+        assert batch.tokens[row][:length] == tokens.tokenize(tokenizer, texts[row]).tokens
 
 
 def test_encode_batch_equals_the_tokenizers_own_padding(tokenizer):
     texts = ["The cat sleeps", "A dog chased the ball across the garden", "Hi", "ok"]
-    batch = em.encode_batch(tokenizer, texts)
+    batch = tokens.encode_batch(tokenizer, texts)
     padding = Tokenizer.from_str(tokenizer.to_str())
     padding.enable_padding(pad_id=0, pad_token="[PAD]")
     reference = padding.encode_batch(texts)
@@ -239,7 +240,7 @@ def test_encode_batch_equals_the_tokenizers_own_padding(tokenizer):
 
 
 def test_encode_batch_of_one_has_no_padding(tokenizer):
-    batch = em.encode_batch(tokenizer, ["just one sentence"])
+    batch = tokens.encode_batch(tokenizer, ["just one sentence"])
     assert batch.attention_mask.all() and batch.ids.shape == (1, 5)
 
 
@@ -254,7 +255,7 @@ def test_encode_batch_of_one_has_no_padding(tokenizer):
 )
 def test_encode_batch_rejects_bad_input(tokenizer, texts, message):
     with pytest.raises(ValueError, match=message):
-        em.encode_batch(tokenizer, texts)
+        tokens.encode_batch(tokenizer, texts)
 
 
 def test_tokenizers_that_pad_or_truncate_are_refused(directory):
@@ -262,29 +263,29 @@ def test_tokenizers_that_pad_or_truncate_are_refused(directory):
     assert raw.padding["length"] == 128 and raw.truncation["max_length"] == 128
     for tokenizer in (raw, Tokenizer.from_str(raw.to_str())):
         with pytest.raises(ValueError, match="pads or truncates every text"):
-            em.encode_batch(tokenizer, ["a cat"])
+            tokens.encode_batch(tokenizer, ["a cat"])
         tokenizer.no_padding()  # truncation alone is refused too
         with pytest.raises(ValueError, match="pads or truncates every text"):
-            em.tokenize(tokenizer, "a cat")
+            tokens.tokenize(tokenizer, "a cat")
 
 
 def test_encode_batch_needs_a_pad_token():
     bare = Tokenizer(WordLevel({"hello": 0, "[UNK]": 1}, unk_token="[UNK]"))
     bare.pre_tokenizer = Whitespace()
     with pytest.raises(ValueError, match=r"has no \[PAD\] token"):
-        em.encode_batch(bare, ["hello", "hello hello"])
+        tokens.encode_batch(bare, ["hello", "hello hello"])
 
 
 def test_single_token_id(tokenizer):
-    assert em.single_token_id(tokenizer, "cat") == 4937
+    assert tokens.single_token_id(tokenizer, "cat") == 4937
     with pytest.raises(ValueError, match=r"'tokenization' is not one token.*'token', '##ization'"):
-        em.single_token_id(tokenizer, "tokenization")
+        tokens.single_token_id(tokenizer, "tokenization")
     with pytest.raises(ValueError, match="word is empty"):
-        em.single_token_id(tokenizer, "")
+        tokens.single_token_id(tokenizer, "")
 
 
 def test_ordinary_token_ids_leave_out_bracketed_tokens(tokenizer):
-    ids = em.ordinary_token_ids(tokenizer)
+    ids = tokens.ordinary_token_ids(tokenizer)
     assert len(ids) == 30522 - 994 - 5  # 994 [unusedN] rows, 5 special tokens
     assert not {0, 1, 100, 101, 102, 103} & set(ids)
     assert 4937 in ids and tokenizer.token_to_id("[") in ids  # a lone bracket is ordinary
@@ -300,21 +301,23 @@ def test_indexing_one_hot_and_nn_embedding_are_equal(seed, vocab_size, d_model, 
     generator = torch.Generator().manual_seed(seed)
     table = torch.randn(vocab_size, d_model, generator=generator)
     ids = torch.randint(vocab_size, ids_shape, generator=generator)
-    by_index = em.lookup_by_index(table, ids)
+    by_index = embeddings.lookup_by_index(table, ids)
     assert by_index.shape == (*ids_shape, d_model)
-    assert torch.equal(by_index, em.lookup_by_one_hot(table, ids))  # exactly, not approximately
-    assert torch.equal(by_index, em.embedding_module(table)(ids))
+    assert torch.equal(
+        by_index, embeddings.lookup_by_one_hot(table, ids)
+    )  # exactly, not approximately
+    assert torch.equal(by_index, embeddings.embedding_module(table)(ids))
     assert torch.equal(by_index, torch.nn.Embedding.from_pretrained(table)(ids))
 
 
 def test_lookup_accepts_python_lists(table):
-    assert torch.equal(em.lookup_by_index(table, [101, 102]), table[[101, 102]])
+    assert torch.equal(embeddings.lookup_by_index(table, [101, 102]), table[[101, 102]])
 
 
 def test_gradients_reach_only_looked_up_rows_and_add_up_for_repeats():
     table = torch.randn(10, 4, generator=torch.Generator().manual_seed(0))
     ids = torch.tensor([5, 7, 5])
-    for lookup in (em.lookup_by_index, em.lookup_by_one_hot):
+    for lookup in (embeddings.lookup_by_index, embeddings.lookup_by_one_hot):
         weights = table.clone().requires_grad_()
         lookup(weights, ids).sum().backward()
         expected = torch.zeros(10, 4)
@@ -324,7 +327,7 @@ def test_gradients_reach_only_looked_up_rows_and_add_up_for_repeats():
 
 def test_embedding_module_copies_and_trains(table):
     small = table[:20].clone()
-    module = em.embedding_module(small, padding_idx=0)
+    module = embeddings.embedding_module(small, padding_idx=0)
     assert module.weight.requires_grad and module.padding_idx == 0
     with torch.no_grad():
         module.weight.add_(1.0)
@@ -341,7 +344,9 @@ def test_embedding_module_copies_and_trains(table):
         (torch.zeros(0, dtype=torch.int64), "ids is empty"),
     ],
 )
-@pytest.mark.parametrize("lookup", [em.lookup_by_index, em.lookup_by_one_hot, em.input_vectors])
+@pytest.mark.parametrize(
+    "lookup", [embeddings.lookup_by_index, embeddings.lookup_by_one_hot, embeddings.input_vectors]
+)
 def test_lookups_reject_bad_ids(ids, message, lookup):
     with pytest.raises(ValueError, match=message):
         lookup(torch.zeros(5, 4), ids)
@@ -350,34 +355,34 @@ def test_lookups_reject_bad_ids(ids, message, lookup):
 @pytest.mark.parametrize("bad", [torch.zeros(5), torch.zeros(0, 3), np.zeros((5, 3))])
 def test_lookups_reject_a_bad_table(bad):
     with pytest.raises(ValueError, match=r"table must be a non-empty tensor of shape \(vocab, D\)"):
-        em.lookup_by_index(bad, [0])
+        embeddings.lookup_by_index(bad, [0])
 
 
 # --- the worked example -----------------------------------------------------------------------
 
 
 def test_worked_example_is_the_outlines():
-    assert em.HOW_ARE_YOU.words == ("How", "Are", "You")
-    assert em.HOW_ARE_YOU.ids == (1234, 456, 23)
-    assert em.HOW_ARE_YOU.vectors == (
+    assert word_vectors.HOW_ARE_YOU.words == ("How", "Are", "You")
+    assert word_vectors.HOW_ARE_YOU.ids == (1234, 456, 23)
+    assert word_vectors.HOW_ARE_YOU.vectors == (
         (0.8, -1.8, 0.6, -0.5),
         (-1.6, 1.3, -1.9, 0.4),
         (-0.3, 0.7, -1.4, -0.9),
     )
-    assert em.HOW_ARE_YOU.d_model == 4
+    assert word_vectors.HOW_ARE_YOU.d_model == 4
 
 
 def test_worked_example_table_holds_the_vectors_at_the_ids():
-    table = em.worked_example_table(seed=3)
+    table = word_vectors.worked_example_table(seed=3)
     assert table.shape == (10_000, 4)
-    ids = em.toy_token_ids("How Are You")
+    ids = word_vectors.toy_token_ids("How Are You")
     assert ids == [1234, 456, 23]
-    expected = torch.tensor(em.HOW_ARE_YOU.vectors, dtype=torch.float32)
-    assert torch.equal(em.lookup_by_index(table, ids), expected)
-    assert torch.equal(em.lookup_by_one_hot(table, ids), expected)
-    other = em.worked_example_table(seed=4)
+    expected = torch.tensor(word_vectors.HOW_ARE_YOU.vectors, dtype=torch.float32)
+    assert torch.equal(embeddings.lookup_by_index(table, ids), expected)
+    assert torch.equal(embeddings.lookup_by_one_hot(table, ids), expected)
+    other = word_vectors.worked_example_table(seed=4)
     assert torch.equal(other[ids], table[ids]) and not torch.equal(other, table)
-    assert torch.equal(em.worked_example_table(seed=3), table)
+    assert torch.equal(word_vectors.worked_example_table(seed=3), table)
 
 
 @pytest.mark.parametrize(
@@ -390,7 +395,7 @@ def test_worked_example_table_holds_the_vectors_at_the_ids():
 )
 def test_toy_vocabulary_rejects_unknown_words(text, message):
     with pytest.raises(ValueError, match=message):
-        em.toy_token_ids(text)
+        word_vectors.toy_token_ids(text)
 
 
 @pytest.mark.parametrize(
@@ -405,16 +410,16 @@ def test_toy_vocabulary_rejects_unknown_words(text, message):
 )
 def test_worked_example_validates(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        em.WorkedExample(**kwargs)
+        word_vectors.WorkedExample(**kwargs)
 
 
 # --- token vector + position vector -----------------------------------------------------------
 
 
 def test_input_vectors_add_the_sinusoidal_table():
-    table = em.worked_example_table()
-    ids = em.toy_token_ids("How Are You")
-    x = em.input_vectors(table, ids)
+    table = word_vectors.worked_example_table()
+    ids = word_vectors.toy_token_ids("How Are You")
+    x = embeddings.input_vectors(table, ids)
     positions = torch.tensor(sinusoidal_encoding(3, 4), dtype=torch.float32)
     assert torch.equal(x, table[ids] + positions)
     # position 0 adds sin 0 = 0 to even dimensions and cos 0 = 1 to odd ones
@@ -422,10 +427,12 @@ def test_input_vectors_add_the_sinusoidal_table():
 
 
 def test_same_token_same_embedding_different_input_vector():
-    table = em.worked_example_table()
-    ids = em.toy_token_ids("You Are You")
-    assert torch.equal(em.lookup_by_index(table, ids)[0], em.lookup_by_index(table, ids)[2])
-    x = em.input_vectors(table, ids)
+    table = word_vectors.worked_example_table()
+    ids = word_vectors.toy_token_ids("You Are You")
+    assert torch.equal(
+        embeddings.lookup_by_index(table, ids)[0], embeddings.lookup_by_index(table, ids)[2]
+    )
+    x = embeddings.input_vectors(table, ids)
     assert (x[0] - x[2]).abs().max() > 0.5
 
 
@@ -433,19 +440,19 @@ def test_input_vectors_for_a_batch_and_with_the_papers_scale():
     generator = torch.Generator().manual_seed(0)
     table = torch.randn(30, 6, generator=generator)
     ids = torch.randint(30, (2, 5), generator=generator)
-    batch = em.input_vectors(table, ids)
+    batch = embeddings.input_vectors(table, ids)
     assert batch.shape == (2, 5, 6)
     for row in range(2):
-        assert torch.equal(batch[row], em.input_vectors(table, ids[row]))
-    scaled = em.input_vectors(table, ids, scale_by_sqrt_d_model=True)
+        assert torch.equal(batch[row], embeddings.input_vectors(table, ids[row]))
+    scaled = embeddings.input_vectors(table, ids, scale_by_sqrt_d_model=True)
     torch.testing.assert_close(scaled - batch, table[ids] * (math.sqrt(6) - 1))
 
 
 def test_input_vectors_reject_bad_shapes():
     with pytest.raises(ValueError, match="d_model must be even"):
-        em.input_vectors(torch.zeros(5, 3), [0, 1])
+        embeddings.input_vectors(torch.zeros(5, 3), [0, 1])
     with pytest.raises(ValueError, match=r"ids must have shape \(T,\) or \(B, T\)"):
-        em.input_vectors(torch.zeros(5, 4), torch.zeros(1, 2, 3, dtype=torch.int64))
+        embeddings.input_vectors(torch.zeros(5, 4), torch.zeros(1, 2, 3, dtype=torch.int64))
 
 
 # --- similarity -------------------------------------------------------------------------------
@@ -453,13 +460,17 @@ def test_input_vectors_reject_bad_shapes():
 
 def test_cosine_similarity_matrix_by_hand_and_against_torch():
     vectors = np.array([[1.0, 0.0], [1.0, 1.0], [-2.0, 0.0]])
-    similarity = em.cosine_similarity_matrix(vectors)
+    similarity = word_vectors.cosine_similarity_matrix(vectors)
     expected = np.array([[1, 1 / math.sqrt(2), -1], [1 / math.sqrt(2), 1, -1 / math.sqrt(2)]])
     np.testing.assert_allclose(similarity[:2], expected, atol=1e-15)
     random = torch.randn(6, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     reference = F.cosine_similarity(random[:, None, :], random[None, :, :], dim=-1)
-    np.testing.assert_allclose(em.cosine_similarity_matrix(random), reference.numpy(), atol=1e-12)
-    np.testing.assert_allclose(em.cosine_similarity_matrix(3.0 * random), reference, atol=1e-12)
+    np.testing.assert_allclose(
+        word_vectors.cosine_similarity_matrix(random), reference.numpy(), atol=1e-12
+    )
+    np.testing.assert_allclose(
+        word_vectors.cosine_similarity_matrix(3.0 * random), reference, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize(
@@ -472,28 +483,28 @@ def test_cosine_similarity_matrix_by_hand_and_against_torch():
 )
 def test_cosine_similarity_matrix_rejects_bad_input(vectors, message):
     with pytest.raises(ValueError, match=message):
-        em.cosine_similarity_matrix(vectors)
+        word_vectors.cosine_similarity_matrix(vectors)
 
 
 def test_real_table_puts_cat_nearer_dog_than_sleep(tokenizer, table):
-    similarity = em.word_similarities(tokenizer, table, ["cat", "dog", "sleep"])
+    similarity = word_vectors.word_similarities(tokenizer, table, ["cat", "dog", "sleep"])
     cat_dog, cat_sleep = similarity[0, 1], similarity[0, 2]
     assert cat_dog > cat_sleep + 0.2
     assert cat_dog == pytest.approx(0.424, abs=1e-3)
     assert cat_sleep == pytest.approx(0.136, abs=1e-3)
-    royals = em.word_similarities(tokenizer, table, ["king", "queen", "cat"])
+    royals = word_vectors.word_similarities(tokenizer, table, ["king", "queen", "cat"])
     assert royals[0, 1] > 0.6 > 0.1 > royals[0, 2]
 
 
 def test_word_similarities_reject_bad_words(tokenizer, table):
     with pytest.raises(ValueError, match="words is empty"):
-        em.word_similarities(tokenizer, table, [])
+        word_vectors.word_similarities(tokenizer, table, [])
     with pytest.raises(ValueError, match="'unbelievably' is not one token"):
-        em.word_similarities(tokenizer, table, ["cat", "unbelievably"])
+        word_vectors.word_similarities(tokenizer, table, ["cat", "unbelievably"])
 
 
 def test_nearest_neighbours_of_cat(tokenizer, table):
-    neighbours = em.nearest_neighbours(tokenizer, table, "cat", k=8)
+    neighbours = word_vectors.nearest_neighbours(tokenizer, table, "cat", k=8)
     tokens = [token for token, _ in neighbours]
     assert tokens[:3] == ["cats", "kitten", "kitty"] and "dog" in tokens and "cat" not in tokens
     scores = [score for _, score in neighbours]
@@ -509,21 +520,23 @@ def test_nearest_neighbours_of_cat(tokenizer, table):
 @pytest.mark.parametrize(("k", "message"), [(0, "k must be a positive int"), (30522, "below")])
 def test_nearest_neighbours_rejects_bad_k(tokenizer, table, k, message):
     with pytest.raises(ValueError, match=message):
-        em.nearest_neighbours(tokenizer, table, "cat", k=k)
+        word_vectors.nearest_neighbours(tokenizer, table, "cat", k=k)
 
 
 def test_random_pairs_are_distinct_rows_and_reproducible():
     orthogonal = torch.eye(3)  # any two different rows have cosine 0, a row with itself 1
-    cosines = em.random_pair_cosines(orthogonal, pairs=500, seed=1, candidates=[0, 2])
+    cosines = word_vectors.random_pair_cosines(orthogonal, pairs=500, seed=1, candidates=[0, 2])
     assert cosines.shape == (500,) and np.array_equal(cosines, np.zeros(500))
     table = torch.randn(200, 64, generator=torch.Generator().manual_seed(0))
-    first = em.random_pair_cosines(table, pairs=2000, seed=5)
-    assert np.array_equal(first, em.random_pair_cosines(table, pairs=2000, seed=5))
+    first = word_vectors.random_pair_cosines(table, pairs=2000, seed=5)
+    assert np.array_equal(first, word_vectors.random_pair_cosines(table, pairs=2000, seed=5))
     assert abs(first.mean()) < 0.02 and first.std() == pytest.approx(1 / 8, rel=0.1)
 
 
 def test_real_random_pairs_are_far_below_cat_and_dog(tokenizer, table):
-    cosines = em.random_pair_cosines(table, 20_000, candidates=em.ordinary_token_ids(tokenizer))
+    cosines = word_vectors.random_pair_cosines(
+        table, 20_000, candidates=tokens.ordinary_token_ids(tokenizer)
+    )
     assert abs(cosines.mean()) < 0.03
     assert np.quantile(cosines, 0.99) < 0.3 < 0.42
 
@@ -538,7 +551,7 @@ def test_real_random_pairs_are_far_below_cat_and_dog(tokenizer, table):
 )
 def test_random_pairs_reject_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        em.random_pair_cosines(torch.randn(5, 3), **kwargs)
+        word_vectors.random_pair_cosines(torch.randn(5, 3), **kwargs)
 
 
 # --- BPE and WordPiece ------------------------------------------------------------------------
@@ -546,20 +559,23 @@ def test_random_pairs_reject_bad_input(kwargs, message):
 
 def test_bpe_learns_sennrichs_merges():
     # Sennrich et al. (2016), section 3.2: the toy dictionary and its ten first merges
-    merges = em.learn_bpe({"low": 5, "lower": 2, "newest": 6, "widest": 3}, num_merges=10)
+    merges = tokens.learn_bpe({"low": 5, "lower": 2, "newest": 6, "widest": 3}, num_merges=10)
     assert merges == [
         ("e", "s"), ("es", "t"), ("est", "</w>"), ("l", "o"), ("lo", "w"),
         ("n", "e"), ("ne", "w"), ("new", "est</w>"), ("low", "</w>"), ("w", "i"),
     ]  # fmt: skip
-    assert em.apply_bpe("lowest", merges) == ["low", "est</w>"]  # an unseen word, in known pieces
-    assert em.apply_bpe("newest", merges) == ["newest</w>"]
-    assert em.apply_bpe("wider", merges) == ["wi", "d", "e", "r", "</w>"]
+    assert tokens.apply_bpe("lowest", merges) == [
+        "low",
+        "est</w>",
+    ]  # an unseen word, in known pieces
+    assert tokens.apply_bpe("newest", merges) == ["newest</w>"]
+    assert tokens.apply_bpe("wider", merges) == ["wi", "d", "e", "r", "</w>"]
 
 
 def test_bpe_breaks_ties_by_first_seen_and_stops_when_done():
-    assert em.learn_bpe({"ab": 1, "cd": 1}, num_merges=1) == [("a", "b")]
-    assert em.learn_bpe({"cd": 1, "ab": 1}, num_merges=1) == [("c", "d")]
-    assert em.learn_bpe({"ab": 3}, num_merges=10) == [("a", "b"), ("ab", "</w>")]
+    assert tokens.learn_bpe({"ab": 1, "cd": 1}, num_merges=1) == [("a", "b")]
+    assert tokens.learn_bpe({"cd": 1, "ab": 1}, num_merges=1) == [("c", "d")]
+    assert tokens.learn_bpe({"ab": 3}, num_merges=10) == [("a", "b"), ("ab", "</w>")]
 
 
 @pytest.mark.parametrize(
@@ -574,31 +590,31 @@ def test_bpe_breaks_ties_by_first_seen_and_stops_when_done():
 )
 def test_bpe_rejects_bad_input(counts, merges, message):
     with pytest.raises(ValueError, match=message):
-        em.learn_bpe(counts, merges)
+        tokens.learn_bpe(counts, merges)
 
 
 def test_apply_bpe_rejects_bad_words():
     with pytest.raises(ValueError, match="word must be a non-empty str"):
-        em.apply_bpe("", [])
+        tokens.apply_bpe("", [])
 
 
 def test_wordpiece_is_greedy_longest_match_first():
     vocabulary = {"a", "ab", "##c", "##bc", "un", "##aff", "##able"}
-    assert em.wordpiece("abc", vocabulary) == ["ab", "##c"]  # not "a", "##bc"
-    assert em.wordpiece("unaffable", vocabulary) == ["un", "##aff", "##able"]
-    assert em.wordpiece("abx", vocabulary) == ["[UNK]"]  # one unmatched piece: the whole word
-    assert em.wordpiece("a" * 11, ["a", "##a"], max_chars=10) == ["[UNK]"]
+    assert tokens.wordpiece("abc", vocabulary) == ["ab", "##c"]  # not "a", "##bc"
+    assert tokens.wordpiece("unaffable", vocabulary) == ["un", "##aff", "##able"]
+    assert tokens.wordpiece("abx", vocabulary) == ["[UNK]"]  # one unmatched piece: the whole word
+    assert tokens.wordpiece("a" * 11, ["a", "##a"], max_chars=10) == ["[UNK]"]
     with pytest.raises(ValueError, match="word must be a non-empty str without spaces"):
-        em.wordpiece("a b", vocabulary)
+        tokens.wordpiece("a b", vocabulary)
 
 
 def test_wordpiece_matches_the_real_tokenizer(directory, tokenizer):
-    vocabulary = em.load_vocabulary(directory)
+    vocabulary = tokens.load_vocabulary(directory)
     text = PARAGRAPH + " " + "x" * 101 + " 🙂 你好"
     ours = [
         piece
-        for word in em.split_words(tokenizer, text)
-        for piece in em.wordpiece(word, vocabulary)
+        for word in tokens.split_words(tokenizer, text)
+        for piece in tokens.wordpiece(word, vocabulary)
     ]
     assert ours == tokenizer.encode(text, add_special_tokens=False).tokens
     assert ours.count("[UNK]") == 4  # the 101-letter word, the emoji, and each Chinese character
@@ -608,12 +624,16 @@ def test_wordpiece_matches_the_real_tokenizer(directory, tokenizer):
 
 
 def test_context_pairs():
-    pairs = em.context_pairs(["the cat sleeps"], em.TOY_VOCABULARY)
-    the, cat, sleeps = (em.TOY_VOCABULARY.index(word) for word in ("the", "cat", "sleeps"))
+    pairs = word_vectors.context_pairs(["the cat sleeps"], word_vectors.TOY_VOCABULARY)
+    the, cat, sleeps = (
+        word_vectors.TOY_VOCABULARY.index(word) for word in ("the", "cat", "sleeps")
+    )
     assert pairs.tolist() == [
         [the, cat], [the, sleeps], [cat, the], [cat, sleeps], [sleeps, the], [sleeps, cat],
     ]  # fmt: skip
-    assert em.context_pairs(em.TOY_CORPUS, em.TOY_VOCABULARY).shape == (48, 2)
+    assert word_vectors.context_pairs(
+        word_vectors.TOY_CORPUS, word_vectors.TOY_VOCABULARY
+    ).shape == (48, 2)
 
 
 @pytest.mark.parametrize(
@@ -627,7 +647,7 @@ def test_context_pairs():
 )
 def test_context_pairs_reject_bad_corpora(corpus, message):
     with pytest.raises(ValueError, match=message):
-        em.context_pairs(corpus, em.TOY_VOCABULARY)
+        word_vectors.context_pairs(corpus, word_vectors.TOY_VOCABULARY)
 
 
 @pytest.mark.parametrize(
@@ -640,26 +660,26 @@ def test_context_pairs_reject_bad_corpora(corpus, message):
 )
 def test_skip_gram_config_validates(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        em.SkipGramConfig(**kwargs)
+        word_vectors.SkipGramConfig(**kwargs)
 
 
 def test_skip_gram_model_uses_only_its_generator():
     before = torch.random.get_rng_state()
-    model = em.SkipGram(13, 4, torch.Generator().manual_seed(0))
+    model = word_vectors.SkipGram(13, 4, torch.Generator().manual_seed(0))
     assert torch.equal(before, torch.random.get_rng_state())
-    again = em.SkipGram(13, 4, torch.Generator().manual_seed(0))
+    again = word_vectors.SkipGram(13, 4, torch.Generator().manual_seed(0))
     assert torch.equal(model.embedding.weight, again.embedding.weight)
     ids = torch.tensor([3, 4, 3])
     scores = model(ids)
     assert scores.shape == (3, 13)
     torch.testing.assert_close(scores, model.embedding.weight[ids] @ model.output.T)
     with pytest.raises(ValueError, match="vocab_size must be a positive int"):
-        em.SkipGram(0, 4)
+        word_vectors.SkipGram(0, 4)
 
 
 @pytest.fixture(scope="module")
 def run():
-    return em.train_skip_gram()
+    return word_vectors.train_skip_gram()
 
 
 def test_training_lowers_the_loss(run):
@@ -669,7 +689,7 @@ def test_training_lowers_the_loss(run):
 
 
 def test_only_rows_of_tokens_in_the_corpus_get_gradient_and_move(run):
-    seen = {word for sentence in em.TOY_CORPUS for word in sentence.split()}
+    seen = {word for sentence in word_vectors.TOY_CORPUS for word in sentence.split()}
     for index, token in enumerate(run.vocabulary):
         gradient, moved = run.first_gradient[index], run.moved()[index]
         if token in seen:
@@ -690,18 +710,20 @@ def test_words_with_the_same_contexts_end_up_similar(run):
 
 
 def test_training_is_reproducible_and_depends_on_the_seed(run):
-    again = em.train_skip_gram()
+    again = word_vectors.train_skip_gram()
     assert torch.equal(again.final, run.final) and again.losses == run.losses
-    other = em.train_skip_gram(em.SkipGramConfig(seed=1))
+    other = word_vectors.train_skip_gram(word_vectors.SkipGramConfig(seed=1))
     assert not torch.equal(other.initial, run.initial)
 
 
 def test_written_out_sgd_is_torch_sgd():
-    config = em.SkipGramConfig(steps=5, learning_rate=0.7, seed=2)
-    ours = em.train_skip_gram(config)
-    model = em.SkipGram(len(em.TOY_VOCABULARY), 4, torch.Generator().manual_seed(2))
+    config = word_vectors.SkipGramConfig(steps=5, learning_rate=0.7, seed=2)
+    ours = word_vectors.train_skip_gram(config)
+    model = word_vectors.SkipGram(
+        len(word_vectors.TOY_VOCABULARY), 4, torch.Generator().manual_seed(2)
+    )
     optimiser = torch.optim.SGD(model.parameters(), lr=0.7)
-    pairs = em.context_pairs(em.TOY_CORPUS, em.TOY_VOCABULARY)
+    pairs = word_vectors.context_pairs(word_vectors.TOY_CORPUS, word_vectors.TOY_VOCABULARY)
     for _ in range(5):
         optimiser.zero_grad()
         F.cross_entropy(model(pairs[:, 0]), pairs[:, 1]).backward()

@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.feed_forward (paper section 3.3, equation 2)."""
+"""Tests for transformer_tutorial.model.feed_forward (paper section 3.3, equation 2)."""
 
 import math
 
@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from transformer_tutorial.feed_forward import (
+from transformer_tutorial.model.feed_forward import (
     FeedForward,
     FeedForwardConfig,
     feed_forward,

@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.ffn_analysis: linearity gaps, convex hulls, the token-table
+"""Tests for transformer_tutorial.studies.ffn_analysis: linearity gaps, convex hulls, the token-table
 task and the sentence task of chapter "Feed-forward network"."""
 
 import dataclasses
@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_tutorial.attention import scaled_dot_product_attention
-from transformer_tutorial.feed_forward import FeedForward, FeedForwardConfig
-from transformer_tutorial.ffn_analysis import (
+from transformer_tutorial.model.attention import scaled_dot_product_attention
+from transformer_tutorial.model.feed_forward import FeedForward, FeedForwardConfig
+from transformer_tutorial.model.multi_head import MultiHeadAttention, MultiHeadConfig
+from transformer_tutorial.studies.ffn_analysis import (
     ANIMALS,
     PLAUSIBLE,
     VERBS,
@@ -35,7 +36,6 @@ from transformer_tutorial.ffn_analysis import (
     truth_table,
     yes_probability,
 )
-from transformer_tutorial.multi_head import MultiHeadAttention, MultiHeadConfig
 
 
 def _generator(seed: int) -> torch.Generator:

@@ -1,11 +1,11 @@
-"""Tests for transformer_tutorial.masking (paper section 3.2.3)."""
+"""Tests for transformer_tutorial.model.masks (paper section 3.2.3)."""
 
 import numpy as np
 import pytest
 import torch
 
-from transformer_tutorial.attention import scaled_dot_product_attention_torch
-from transformer_tutorial.masking import (
+from transformer_tutorial.model.attention import scaled_dot_product_attention_torch
+from transformer_tutorial.model.masks import (
     causal_mask,
     combine_masks,
     naive_masked_softmax,

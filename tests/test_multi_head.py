@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.multi_head (paper section 3.2.2)."""
+"""Tests for transformer_tutorial.model.multi_head (paper section 3.2.2)."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_tutorial.attention import scaled_dot_product_attention
-from transformer_tutorial.multi_head import (
+from transformer_tutorial.model.attention import scaled_dot_product_attention
+from transformer_tutorial.model.multi_head import (
     MultiHeadAttention,
     MultiHeadConfig,
     SeparateHeadsAttention,

@@ -12,12 +12,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from transformer_tutorial.notebooks import (
+from transformer_tutorial.book.notebooks import (
     BUDGET_MEMORY_MB,
     BUDGET_SECONDS,
     WIDGET_STATE,
     WIDGET_VIEW,
     _displayed_widget_state,
+    _drop_hidden_widget_views,
     _stable_widget_ids,
     _stderr_outputs,
     _widget_views,
@@ -68,8 +69,8 @@ def test_committed_chapter_is_complete(path):
                 assert figure.get("figure", {}).get("caption"), f"figure without caption: {cell.id}"
                 assert figure.get("image", {}).get("alt"), f"figure without alt text: {cell.id}"
     state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    for view in _widget_views(notebook, displayed_only=True):
-        assert view in state, "a widget the site shows has no saved state: make notebooks"
+    for view in _widget_views(notebook):
+        assert view in state, "a widget view without saved state (model not found): make notebooks"
     pruned = _displayed_widget_state(copy.deepcopy(notebook))
     kept = pruned.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     hidden = len(state) - len(kept)  # saved for nothing: myst-nb would load the widget manager
@@ -167,3 +168,13 @@ def test_views_without_saved_state_get_stable_ids_too():
         for index in range(2)
     ]
     assert not {"slider", "box"} & set(_widget_views(renamed))
+
+
+def test_views_of_removed_outputs_keep_their_text_only():
+    notebook = _displayed_widget_state(_notebook_with_widgets(tags=["remove-output"]))
+    notebook = _drop_hidden_widget_views(notebook)
+    assert "widgets" not in notebook.metadata
+    for cell, text in zip(notebook.cells, ["slider", "box"], strict=True):
+        assert cell.outputs[0]["data"] == {"text/plain": text}
+    shown = _drop_hidden_widget_views(_notebook_with_widgets(tags=[]))
+    assert shown.cells[1].outputs[0]["data"][WIDGET_VIEW] == {"model_id": "box"}

@@ -1,11 +1,11 @@
-"""Tests for transformer_tutorial.plots: the shared style and figure helpers."""
+"""Tests for transformer_tutorial.views.plots: the shared style and figure helpers."""
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from transformer_tutorial import plots
+from transformer_tutorial.views import plots
 
 mpl.use("Agg")
 

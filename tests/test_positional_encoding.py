@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.positional_encoding (paper section 3.5)."""
+"""Tests for transformer_tutorial.model.positions (paper section 3.5)."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_tutorial.positional_encoding import (
+from transformer_tutorial.model.positions import (
     LearnedPositionalEmbedding,
     PositionalConfig,
     SinusoidalPositionalEncoding,

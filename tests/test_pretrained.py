@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.pretrained: a real checkpoint in the book's own encoder.
+"""Tests for transformer_tutorial.model.checkpoint: a real checkpoint in the book's own encoder.
 
 The references are Hugging Face's ``transformers.BertModel`` (eager attention, so that it
 returns its weights) and ``sentence_transformers.SentenceTransformer``, both loaded from the
@@ -18,24 +18,29 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from transformer_tutorial import widgets
-from transformer_tutorial.embeddings import MODEL_FILES, ModelFilesError, ordinary_token_ids
-from transformer_tutorial.pretrained import (
-    FRUIT_ANCHORS,
-    HEAD_ROLES,
+from transformer_tutorial.model.checkpoint import (
     MODEL_NAME,
-    TECHNOLOGY_ANCHORS,
     SentencePipeline,
-    anchor_points,
-    compare_with_reference,
     config_from_checkpoint,
-    diagonal_count,
-    group_similarity,
-    head_roles,
     load_pretrained,
     parameter_name,
     sentence_pipeline,
 )
+from transformer_tutorial.model.files import MODEL_FILES, ModelFilesError
+from transformer_tutorial.model.tokens import ordinary_token_ids
+from transformer_tutorial.studies.real_model import (
+    FRUIT_ANCHORS,
+    HEAD_ROLES,
+    TECHNOLOGY_ANCHORS,
+    anchor_points,
+    attention_record,
+    compare_with_reference,
+    diagonal_count,
+    group_similarity,
+    head_roles,
+    shift_record,
+)
+from transformer_tutorial.views import explorers
 
 ATOL = 1e-5  # float32 through 6 layers: the largest difference seen is about 6e-6
 
@@ -410,7 +415,7 @@ def test_empty_texts_are_refused(encoder, text):
     with pytest.raises(ValueError, match="empty"):
         encoder.sentence_embeddings([text])
     with pytest.raises(ValueError, match="empty"):
-        encoder.attention_record(text)
+        attention_record(encoder, text)
 
 
 def test_texts_must_be_a_list(encoder):
@@ -453,11 +458,11 @@ def test_a_run_gives_every_layer(encoder):
 
 
 def test_attention_record_for_the_explorer(encoder):
-    record = encoder.attention_record(SENTENCES[0], label="it -> cat")
+    record = attention_record(encoder, SENTENCES[0], label="it -> cat")
     assert record.label == "it -> cat" and record.model == MODEL_NAME
     assert record.tokens[:3] == ["[CLS]", "the", "cat"]
     assert np.shape(record.weights) == (6, 12, 12, 12)
-    assert widgets.attention_explorer_data([record])["weights"]  # accepted by the explorer
+    assert explorers.attention_explorer_data([record])["weights"]  # accepted by the explorer
 
 
 def test_word_positions_find_every_piece_and_occurrence(encoder):
@@ -501,7 +506,7 @@ def test_word_vectors_follow_the_layers(encoder):
 
 
 def _record(label, tokens, weights):
-    return widgets.AttentionRecord(label, tokens, np.asarray(weights, dtype=float))
+    return explorers.AttentionRecord(label, tokens, np.asarray(weights, dtype=float))
 
 
 def test_diagonal_count_by_hand():
@@ -539,7 +544,7 @@ def test_diagonal_count_refuses_bad_input():
 
 
 def test_diagonal_count_on_the_real_model(encoder):
-    count = diagonal_count([encoder.attention_record(sentence) for sentence in SENTENCES[:3]])
+    count = diagonal_count([attention_record(encoder, sentence) for sentence in SENTENCES[:3]])
     assert count.head_shares.shape == (6, 12)
     assert count.rows == 6 * 12 * sum(len(encoder.encode([s]).tokens[0]) for s in SENTENCES[:3])
     assert count.self_share < 0.5 < count.special_share  # the claim fails; [CLS]/[SEP] win
@@ -584,9 +589,9 @@ def test_the_apple_shift_on_the_real_model(encoder):
     words = [*FRUIT_ANCHORS, *TECHNOLOGY_ANCHORS]
     anchors = encoder.anchor_vectors(words)
     groups = {"fruit": FRUIT_ANCHORS, "technology": TECHNOLOGY_ANCHORS}
-    fruit = encoder.shift_record("I ate an apple and a banana for lunch", "apple", anchors, groups)
-    tech = encoder.shift_record(
-        "Apple released a new iPhone and a faster laptop", "apple", anchors, groups
+    fruit = shift_record(encoder, "I ate an apple and a banana for lunch", "apple", anchors, groups)
+    tech = shift_record(
+        encoder, "Apple released a new iPhone and a faster laptop", "apple", anchors, groups
     )
     for record in (fruit, tech):
         assert record.trajectory.shape == (7, 2)
@@ -596,9 +601,9 @@ def test_the_apple_shift_on_the_real_model(encoder):
     assert tech.trajectory[-1, 1] > tech.trajectory[-1, 0]  # nearer technology
     points = anchor_points(anchors, groups)
     assert [point.word for point in points] == words
-    widgets.apple_explorer_data([fruit, tech], points)  # accepted by the explorer
+    explorers.apple_explorer_data([fruit, tech], points)  # accepted by the explorer
     with pytest.raises(ValueError, match="exactly two groups"):
-        encoder.shift_record("an apple", "apple", anchors, {"fruit": FRUIT_ANCHORS})
+        shift_record(encoder, "an apple", "apple", anchors, {"fruit": FRUIT_ANCHORS})
     with pytest.raises(ValueError, match="non-empty sequence of words"):
         encoder.anchor_vectors("fruit")
 
@@ -625,6 +630,6 @@ def test_head_roles_by_hand():
 
 
 def test_the_real_model_has_a_previous_word_piece_head(encoder):
-    roles = head_roles([encoder.attention_record(sentence) for sentence in SENTENCES[:4]])
+    roles = head_roles([attention_record(encoder, sentence) for sentence in SENTENCES[:4]])
     assert roles["previous word piece"][0, 2] > 0.95  # layer 1, head 3
     assert roles["[CLS]"].mean() > 0.4 > roles["itself"].max()

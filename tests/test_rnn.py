@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.rnn: the recurrence, BPTT gradients, the recall task, Table 1."""
+"""Tests for transformer_tutorial.studies.recurrence: the recurrence, BPTT gradients, the recall task, Table 1."""
 
 import math
 
@@ -7,15 +7,21 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_tutorial.attention import scaled_dot_product_attention
-from transformer_tutorial.rnn import (
+from transformer_tutorial.model.attention import scaled_dot_product_attention
+from transformer_tutorial.model.rnn import (
+    RNNConfig,
+    TanhRNN,
+    orthogonal_recurrent_weight,
+    rnn_step,
+    torch_lstm,
+    torch_rnn,
+)
+from transformer_tutorial.studies.recurrence import (
     AttentionClassifier,
     AttentionClassifierConfig,
     RecallTaskConfig,
     RecurrentClassifier,
     RecurrentClassifierConfig,
-    RNNConfig,
-    TanhRNN,
     TrainConfig,
     accuracy_by_distance,
     attention_layer_flops,
@@ -28,15 +34,11 @@ from transformer_tutorial.rnn import (
     layer_graph_depth,
     loop_vs_matrix_timings,
     measured_receptive_field,
-    orthogonal_recurrent_weight,
     recall_batch,
     receptive_field,
     recurrent_layer_flops,
-    rnn_step,
     step_jacobians,
     time_call,
-    torch_lstm,
-    torch_rnn,
     train_classifier,
 )
 

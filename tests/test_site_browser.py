@@ -38,8 +38,8 @@ from site_server import (
     set_theme,
 )
 
-from transformer_tutorial.positional_encoding import sinusoidal_encoding
-from transformer_tutorial.widgets.positional import DECIMALS
+from transformer_tutorial.model.positions import sinusoidal_encoding
+from transformer_tutorial.views.explorers.positional import DECIMALS
 
 # ---------------------------------------------------------------------------------------------
 # Every page

@@ -5,7 +5,7 @@ The snippets below are copied from a built page (pydata-sphinx-theme 0.17, sphin
 browser tests and by ``tests/test_site_links.py``.
 """
 
-from transformer_tutorial.sphinx_fixes import accessible_markup
+from transformer_tutorial.book.sphinx_fixes import accessible_markup
 
 SEARCH = (
     '<button class="btn search-button-field search-button__button pst-js-only" title="Search"'

@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.toy_tasks: the task, the model, and that its heads specialise."""
+"""Tests for transformer_tutorial.studies.toy_tasks: the task, the model, and that its heads specialise."""
 
 import dataclasses
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_tutorial.toy_tasks import (
+from transformer_tutorial.studies.toy_tasks import (
     IGNORE,
     TASKS,
     ToyConfig,

@@ -8,8 +8,10 @@ import math
 import pytest
 import torch
 
-from transformer_tutorial import training
-from transformer_tutorial.training import (
+from transformer_tutorial.model import optim
+from transformer_tutorial.model.transformer import build_model, count_parameters, paper_base
+from transformer_tutorial.studies import reversal
+from transformer_tutorial.studies.reversal import (
     END_ID,
     LETTER_IDS,
     PAD_ID,
@@ -33,7 +35,6 @@ from transformer_tutorial.training import (
     training_batches,
     translate,
 )
-from transformer_tutorial.transformer import build_model, count_parameters, paper_base
 
 QUICK = TrainingConfig(steps=12, warmup_steps=4, log_every=5, held_out_size=50, monitor_size=20)
 
@@ -175,7 +176,7 @@ def test_model_config_is_the_papers_architecture_at_tiny_sizes():
 def test_adam_is_torch_adam_with_the_papers_betas(seed):
     ours, theirs = (torch.nn.Linear(6, 4) for _ in range(2))
     theirs.load_state_dict(ours.state_dict())
-    adam = training.Adam(ours.parameters(), betas=(0.9, 0.98), eps=1e-9)
+    adam = optim.Adam(ours.parameters(), betas=(0.9, 0.98), eps=1e-9)
     initial = ours.weight.detach().clone()
     reference = torch.optim.Adam(theirs.parameters(), lr=0.01, betas=(0.9, 0.98), eps=1e-9)
     inputs = torch.randn(16, 6, generator=torch.Generator().manual_seed(seed))
@@ -212,13 +213,13 @@ def test_adam_with_pytorchs_defaults_matches_torch_exactly():
             optimiser.step()
         return list(model.parameters())
 
-    ours, theirs = train(training.Adam), train(torch.optim.Adam)
+    ours, theirs = train(optim.Adam), train(torch.optim.Adam)
     for mine, reference in zip(ours, theirs, strict=True):
         assert torch.equal(mine, reference)
     with pytest.raises(ValueError, match="parameters is empty"):
-        training.Adam([], lr=1e-3)
+        optim.Adam([], lr=1e-3)
     with pytest.raises(ValueError, match="lr must be positive"):
-        training.Adam([torch.zeros(1, requires_grad=True)], lr=0.0)
+        optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.0)
 
 
 def test_a_short_run_logs_every_step_restores_threads_and_repeats_exactly():
@@ -251,7 +252,7 @@ def test_stopping_early_gives_the_first_steps_of_the_full_run():
 
 def test_save_and_load_round_trip(tmp_path):
     run = train(QUICK)
-    weights, log = training.save_run(run, tmp_path)
+    weights, log = reversal.save_run(run, tmp_path)
     assert weights.stat().st_size < 1_000_000
     loaded = load_trained_model(tmp_path)
     assert load_trained_config(tmp_path) == QUICK
@@ -263,7 +264,9 @@ def test_save_and_load_round_trip(tmp_path):
 
 def test_loaders_name_the_missing_file(tmp_path):
     for loader in (load_trained_model, load_trained_config, load_training_log):
-        with pytest.raises(FileNotFoundError, match=r"python -m transformer_tutorial\.training"):
+        with pytest.raises(
+            FileNotFoundError, match=r"python -m transformer_tutorial\.studies\.reversal"
+        ):
             loader(tmp_path)
 
 
@@ -271,7 +274,7 @@ def test_loaders_name_the_missing_file(tmp_path):
 
 
 def test_shipped_weights_are_small_and_come_with_their_log_and_config():
-    size = (training.WEIGHTS_DIR / training.WEIGHTS_FILE).stat().st_size
+    size = (reversal.WEIGHTS_DIR / reversal.WEIGHTS_FILE).stat().st_size
     assert size < 300_000
     assert load_trained_config() == TrainingConfig()
     log = load_training_log()
@@ -309,14 +312,14 @@ def test_translate_refuses_bad_input(shipped):
 
 
 def test_retraining_reproduces_the_shipped_files_bit_for_bit(tmp_path, capsys):
-    """`python -m transformer_tutorial.training` again: the same bytes (about 30 s)."""
-    assert training.main(["--output", str(tmp_path)]) == 0
+    """`python -m transformer_tutorial.studies.reversal` again: the same bytes (about 30 s)."""
+    assert reversal.main(["--output", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "held-out exact match: " in printed
     score = float(printed.split("held-out exact match: ")[1].split("%")[0]) / 100
     assert score >= 0.99
-    for name in (training.WEIGHTS_FILE, training.LOG_FILE):
-        shipped_bytes = (training.WEIGHTS_DIR / name).read_bytes()
+    for name in (reversal.WEIGHTS_FILE, reversal.LOG_FILE):
+        shipped_bytes = (reversal.WEIGHTS_DIR / name).read_bytes()
         assert (tmp_path / name).read_bytes() == shipped_bytes, f"{name} differs"
 
 
@@ -382,16 +385,16 @@ def test_attention_records_have_the_three_kinds_and_the_anti_diagonal(shipped):
 
 def test_attention_summary_finds_the_mirror_in_the_last_layer_only_after_training(shipped):
     words = held_out_words(TrainingConfig())[:200]
-    summary = training.attention_summary(shipped, words)
+    summary = reversal.attention_summary(shipped, words)
     assert summary.cross_on_mirror.shape == summary.encoder_on_end.shape == (2, 4)
     assert (summary.cross_peak_on_mirror[-1] > 0.9).all()  # every head of layer 2
     assert (summary.cross_on_mirror[-1] > 0.6).all()
     assert (summary.cross_peak_on_mirror[0] < 0.5).all()  # layer 1 does something else
     assert ((0 <= summary.encoder_on_end) & (summary.encoder_on_end <= 1)).all()
     untrained = build_model(TrainingConfig().model_config(), torch.Generator().manual_seed(0))
-    assert (training.attention_summary(untrained, words).cross_on_mirror < 0.3).all()
+    assert (reversal.attention_summary(untrained, words).cross_on_mirror < 0.3).all()
     # one word by hand: the mirror weight is read at [b, h, t, n - 1 - t]
-    single = training.attention_summary(shipped, [encode("abc")])
+    single = reversal.attention_summary(shipped, [encode("abc")])
     result = shipped(
         *[torch.tensor([ids]) for ids in ((3, 4, 5, 2), (1, 5, 4, 3))], need_weights=True
     )

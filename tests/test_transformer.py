@@ -1,11 +1,11 @@
-"""Tests for transformer_tutorial.transformer (paper section 3, Figure 1)."""
+"""Tests for transformer_tutorial.model.transformer (paper section 3, Figure 1)."""
 
 import pytest
 import torch
 from torch import nn
 
-from transformer_tutorial.masking import causal_mask, padding_mask
-from transformer_tutorial.transformer import (
+from transformer_tutorial.model.masks import causal_mask, padding_mask
+from transformer_tutorial.model.transformer import (
     DecoderLayer,
     DecoderOnly,
     EncoderDecoder,

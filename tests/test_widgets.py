@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.widgets: the explorer's data, chart and live view."""
+"""Tests for transformer_tutorial.views.explorers: the explorer's data, chart and live view."""
 
 import json
 import re
@@ -8,10 +8,10 @@ import ipywidgets as ipw
 import numpy as np
 import pytest
 
-from transformer_tutorial import widgets
-from transformer_tutorial.positional_encoding import sinusoidal_encoding
-from transformer_tutorial.widgets import render
-from transformer_tutorial.widgets.positional import DECIMALS
+from transformer_tutorial.model.positions import sinusoidal_encoding
+from transformer_tutorial.views import explorers
+from transformer_tutorial.views.explorers import render
+from transformer_tutorial.views.explorers.positional import DECIMALS
 
 
 def _params(spec):
@@ -19,7 +19,7 @@ def _params(spec):
 
 
 def test_explorer_data_holds_the_tested_tables():
-    data = widgets.positional_explorer_data((8, 16), max_len=12)
+    data = explorers.positional_explorer_data((8, 16), max_len=12)
     assert len(data["table"]) == len(data["similarity"]) == 2 * 12
     for row in data["table"]:
         expected = sinusoidal_encoding(12, row["d"])[row["p"]]
@@ -39,11 +39,11 @@ def test_explorer_data_holds_the_tested_tables():
 )
 def test_explorer_data_rejects_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        widgets.positional_explorer_data(max_len=4, **kwargs)
+        explorers.positional_explorer_data(max_len=4, **kwargs)
 
 
 def test_explorer_controls_are_browser_side_parameters():
-    spec = widgets.positional_explorer((16, 32), max_len=20, start_a=3, start_b=9).to_dict()
+    spec = explorers.positional_explorer((16, 32), max_len=20, start_a=3, start_b=9).to_dict()
     params = _params(spec)
     assert params["d_model"]["bind"] == {"input": "select", "options": [16, 32], "name": "d_model "}
     assert params["d_model"]["value"] == 32
@@ -67,7 +67,7 @@ def test_explorer_controls_are_browser_side_parameters():
 )
 def test_explorer_rejects_bad_start(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        widgets.positional_explorer(**kwargs)
+        explorers.positional_explorer(**kwargs)
 
 
 def _tiny_chart(labels, title="tiny"):
@@ -87,9 +87,9 @@ def _spec_script(html):
 
 
 def test_chart_bundle_is_deterministic_and_self_contained():
-    chart = widgets.positional_explorer((8,), max_len=6)
-    first = widgets.chart_bundle(chart)
-    second = widgets.chart_bundle(widgets.positional_explorer((8,), max_len=6))
+    chart = explorers.positional_explorer((8,), max_len=6)
+    first = explorers.chart_bundle(chart)
+    second = explorers.chart_bundle(explorers.positional_explorer((8,), max_len=6))
     assert first == second
     html = first["text/html"]
     element_id = re.match(r'<div id="(vega-[0-9a-f]{16})" class="tt-chart"></div>\n', html)[1]
@@ -98,7 +98,7 @@ def test_chart_bundle_is_deterministic_and_self_contained():
     assert (
         f'transformerTutorial.embed("{element_id}", {{"actions":false,"renderer":"svg"}});' in html
     )
-    other = widgets.chart_bundle(widgets.positional_explorer((8,), max_len=7))
+    other = explorers.chart_bundle(explorers.positional_explorer((8,), max_len=7))
     assert element_id not in other["text/html"]
 
 
@@ -142,7 +142,7 @@ def test_loader_is_the_package_file_inlined_once_behind_a_guard():
     loader = render.LOADER_PATH.read_text()
     assert "</script" not in loader.lower() and "<!--" not in loader
     assert "if (tt.embed) return;" in loader  # a page with many charts sets up once
-    html = widgets.chart_bundle(_tiny_chart(["a", "b"]))["text/html"]
+    html = explorers.chart_bundle(_tiny_chart(["a", "b"]))["text/html"]
     assert html.count(loader.strip()) == 1
     assert html.count('transformerTutorial.embed("') == 1
     for url in render.LIBRARIES.values():
@@ -160,24 +160,24 @@ def test_loader_ships_with_the_package():
 def test_book_renderer_is_used_for_display():
     previous = alt.renderers.active
     try:
-        widgets.use_book_renderer()
-        chart = widgets.positional_explorer((8,), max_len=6)
+        explorers.use_book_renderer()
+        chart = explorers.positional_explorer((8,), max_len=6)
         bundle = chart._repr_mimebundle_()
         bundle = bundle[0] if isinstance(bundle, tuple) else bundle
-        assert bundle["text/html"] == widgets.chart_bundle(chart)["text/html"]
+        assert bundle["text/html"] == explorers.chart_bundle(chart)["text/html"]
     finally:
         alt.renderers.enable(previous)
 
 
 def test_live_view_shows_the_bundle_of_its_chart():
-    view = widgets.live_positional_explorer(d_model=8, max_len=10)
+    view = explorers.live_positional_explorer(d_model=8, max_len=10)
     (output,) = view.output.outputs
     assert output["output_type"] == "display_data"
-    assert output["data"] == widgets.chart_bundle(view.chart)
+    assert output["data"] == explorers.chart_bundle(view.chart)
 
 
 def test_live_explorer_redraws_when_a_control_changes():
-    view = widgets.live_positional_explorer(d_model=8, max_len=10)
+    view = explorers.live_positional_explorer(d_model=8, max_len=10)
     spec = view.chart.to_dict()
     assert _params(spec)["d_model"]["value"] == 8
     view.controls["d_model"].value = 12
@@ -190,7 +190,7 @@ def test_live_explorer_redraws_when_a_control_changes():
 
 
 def test_live_view_shows_errors_as_escaped_text_and_keeps_the_chart():
-    view = widgets.live_positional_explorer(d_model=8, max_len=10)
+    view = explorers.live_positional_explorer(d_model=8, max_len=10)
     before = view.output.outputs
     view.controls["d_model"].value = 9  # odd: the module refuses it
     assert "d_model must be even" in view.message.value
@@ -203,16 +203,16 @@ def test_live_view_escapes_html_in_messages():
     def draw(text):
         if text.startswith("<"):
             raise ValueError(f"bad text {text}")
-        return widgets.positional_explorer((8,), max_len=4, start_a=0, start_b=1)
+        return explorers.positional_explorer((8,), max_len=4, start_a=0, start_b=1)
 
-    view = widgets.LiveView({"text": ipw.Text("ok")}, draw)
+    view = explorers.LiveView({"text": ipw.Text("ok")}, draw)
     view.controls["text"].value = "<b>x</b>"
     assert "&lt;b&gt;x&lt;/b&gt;" in view.message.value and "<b>" not in view.message.value
 
 
 def test_live_view_needs_controls():
     with pytest.raises(ValueError, match="controls is empty"):
-        widgets.LiveView({}, lambda: None)
+        explorers.LiveView({}, lambda: None)
 
 
 # =============================================================================================
@@ -295,46 +295,46 @@ def _every_explorer() -> dict[str, alt.TopLevelMixin]:
         keys = keys or tokens
         weights = rng.random((layers, heads, len(tokens), len(keys)))
         weights /= weights.sum(axis=-1, keepdims=True)  # rows sum to 1
-        return widgets.AttentionRecord(label, list(tokens), weights, keys, model=model)
+        return explorers.AttentionRecord(label, list(tokens), weights, keys, model=model)
 
     anchors = [
-        widgets.AnchorPoint("fruit", "fruit", (0.5, 3.0)),
-        widgets.AnchorPoint("juice", "fruit", (0.6, 3.1)),
-        widgets.AnchorPoint("mac", "technology", (6.0, 8.0)),
+        explorers.AnchorPoint("fruit", "fruit", (0.5, 3.0)),
+        explorers.AnchorPoint("juice", "fruit", (0.6, 3.1)),
+        explorers.AnchorPoint("mac", "technology", (6.0, 8.0)),
     ]
     shifts = [
-        widgets.ShiftRecord("a", "apple", np.array([[4.0, 4.0], [5.0, 6.0], [6.0, 7.5]]),
+        explorers.ShiftRecord("a", "apple", np.array([[4.0, 4.0], [5.0, 6.0], [6.0, 7.5]]),
                             ["my", "apple"], np.array([0.3, 0.7])),
-        widgets.ShiftRecord("b", "apple", np.array([[4.0, 4.0], [1.0, 2.5]]),
+        explorers.ShiftRecord("b", "apple", np.array([[4.0, 4.0], [1.0, 2.5]]),
                             ["apple", "pie"], np.array([0.6, 0.4])),
     ]  # fmt: skip
     neighbours = [
-        widgets.NeighbourRecord("cat", [("cats", 0.8), ("dog", 0.5)]),
-        widgets.NeighbourRecord("red", [("blue", 0.6), ("green", 0.55)]),
+        explorers.NeighbourRecord("cat", [("cats", 0.8), ("dog", 0.5)]),
+        explorers.NeighbourRecord("red", [("blue", 0.6), ("green", 0.55)]),
     ]
     return {
-        "mask": widgets.mask_explorer(
+        "mask": explorers.mask_explorer(
             [
-                widgets.MaskPreset.from_sentence("the cat sat on the mat"),
-                widgets.MaskPreset.from_sentence("how are you"),
+                explorers.MaskPreset.from_sentence("the cat sat on the mat"),
+                explorers.MaskPreset.from_sentence("how are you"),
             ]
         ),
-        "attention": widgets.attention_explorer(
+        "attention": explorers.attention_explorer(
             [attention("one", ["a", "b", "c"], 2, 3), attention("two", ["d", "e"], 2, 3)]
         ),
-        "attention, two models": widgets.attention_explorer(
+        "attention, two models": explorers.attention_explorer(
             [attention("toy", ["a", "b"], 1, 2, "toy"), attention("real", ["c", "d"], 3, 4, "real")]
         ),
-        "cross-attention": widgets.attention_explorer(
+        "cross-attention": explorers.attention_explorer(
             [attention("x", ["a"], 1, 1, keys=["b", "c"])]
         ),
-        "apple": widgets.apple_explorer(shifts, anchors),
-        "apple without attention": widgets.apple_explorer(
-            [widgets.ShiftRecord("c", "apple", np.array([[0.0, 0.0], [1.0, 1.0]]))], anchors
+        "apple": explorers.apple_explorer(shifts, anchors),
+        "apple without attention": explorers.apple_explorer(
+            [explorers.ShiftRecord("c", "apple", np.array([[0.0, 0.0], [1.0, 1.0]]))], anchors
         ),
-        "positional": widgets.positional_explorer((8, 16), max_len=12),
-        "gradient": widgets.gradient_explorer((0.5, 0.9, 1.3), (5, 10), hidden_size=4),
-        "neighbours": widgets.neighbour_explorer(neighbours, baseline=0.3),
+        "positional": explorers.positional_explorer((8, 16), max_len=12),
+        "gradient": explorers.gradient_explorer((0.5, 0.9, 1.3), (5, 10), hidden_size=4),
+        "neighbours": explorers.neighbour_explorer(neighbours, baseline=0.3),
     }
 
 
@@ -410,7 +410,7 @@ def test_every_explorer_is_described_and_stacked(name):
 
 
 def test_positional_panels_are_stacked_and_keep_their_ticks():
-    spec = widgets.positional_explorer((16, 32), max_len=20).to_dict()
+    spec = explorers.positional_explorer((16, 32), max_len=20).to_dict()
     heatmap, vectors, similarity = spec["vconcat"]
     assert heatmap["title"] == ["The table PE: one row per position,", "one column per dimension"]
     # the similarity is drawn as a share of d_model / 2 on one scale for every d_model, and the

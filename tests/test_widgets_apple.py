@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.widgets.apple: the "apple" embedding-shift explorer."""
+"""Tests for transformer_tutorial.views.explorers.apple: the "apple" embedding-shift explorer."""
 
 import json
 import re
@@ -6,27 +6,27 @@ import re
 import numpy as np
 import pytest
 
-from transformer_tutorial import widgets
-from transformer_tutorial.widgets import apple
+from transformer_tutorial.views import explorers
+from transformer_tutorial.views.explorers import apple
 
 ANCHORS = [
-    widgets.AnchorPoint("fruit", "fruit", (0.5, 3.0)),
-    widgets.AnchorPoint("juice", "fruit", (2.5, 0.5)),
-    widgets.AnchorPoint("mac", "technology", (6.0, 8.0)),
-    widgets.AnchorPoint("os", "technology", (7.5, 7.5)),
+    explorers.AnchorPoint("fruit", "fruit", (0.5, 3.0)),
+    explorers.AnchorPoint("juice", "fruit", (2.5, 0.5)),
+    explorers.AnchorPoint("mac", "technology", (6.0, 8.0)),
+    explorers.AnchorPoint("os", "technology", (7.5, 7.5)),
 ]
 
 
 def _records():
     return [
-        widgets.ShiftRecord(
+        explorers.ShiftRecord(
             "tech",
             "apple",
             np.array([[4.5, 4.5], [6.7, 6.5]]),
             ["my", "apple", "os"],
             np.array([0.1, 0.2, 0.7]),
         ),
-        widgets.ShiftRecord(
+        explorers.ShiftRecord(
             "fruit",
             "apple",
             np.array([[4.5, 4.5], [3.5, 3.0], [2.0, 1.5]]),
@@ -41,7 +41,7 @@ def _params(spec):
 
 
 def test_data_equals_the_inputs():
-    data = widgets.apple_explorer_data(_records(), ANCHORS)
+    data = explorers.apple_explorer_data(_records(), ANCHORS)
     assert [(row["word"], row["group"], row["x"], row["y"]) for row in data["anchors"]] == [
         ("fruit", "fruit", 0.5, 3.0),
         ("juice", "fruit", 2.5, 0.5),
@@ -64,7 +64,7 @@ def test_data_equals_the_inputs():
 
 
 def test_preset_menu_is_a_browser_side_parameter():
-    spec = widgets.apple_explorer(_records(), ANCHORS, start=1).to_dict()
+    spec = explorers.apple_explorer(_records(), ANCHORS, start=1).to_dict()
     preset = _params(spec)["preset"]
     assert preset["value"] == 1
     assert preset["bind"]["options"] == [0, 1]
@@ -79,8 +79,8 @@ def test_preset_menu_is_a_browser_side_parameter():
 
 
 def test_without_attention_there_is_no_bar_panel():
-    record = widgets.ShiftRecord("only points", "apple", np.array([[0.0, 0.0], [1.0, 1.0]]))
-    spec = widgets.apple_explorer([record], ANCHORS).to_dict()
+    record = explorers.ShiftRecord("only points", "apple", np.array([[0.0, 0.0], [1.0, 1.0]]))
+    spec = explorers.apple_explorer([record], ANCHORS).to_dict()
     assert len(spec["vconcat"]) == 1
 
 
@@ -110,8 +110,8 @@ def _overlap(a, b):
 
 def test_close_anchor_labels_are_spread():
     words = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa")
-    crowded = [widgets.AnchorPoint(word, "g", (4.0, 4.0)) for word in words]
-    spec = widgets.apple_explorer(_records()[:1], crowded).to_dict()
+    crowded = [explorers.AnchorPoint(word, "g", (4.0, 4.0)) for word in words]
+    spec = explorers.apple_explorer(_records()[:1], crowded).to_dict()
     boxes = _label_boxes(spec)
     assert len(boxes) == len(words) + 2  # the anchors, and the static and in-context labels
     anchors = boxes[: len(words)]
@@ -122,7 +122,7 @@ def test_close_anchor_labels_are_spread():
 
 
 def test_labels_of_each_preset_overlap_nothing_and_stay_on_the_plane():
-    spec = widgets.apple_explorer(_records(), ANCHORS).to_dict()
+    spec = explorers.apple_explorer(_records(), ANCHORS).to_dict()
     boxes = _label_boxes(spec)
     anchors, ends = boxes[: len(ANCHORS)], boxes[len(ANCHORS) :]
     for preset in range(len(_records())):
@@ -134,7 +134,7 @@ def test_labels_of_each_preset_overlap_nothing_and_stay_on_the_plane():
 
 
 def test_no_colour_that_a_dark_page_would_hide():
-    text = json.dumps(widgets.apple_explorer(_records(), ANCHORS).to_dict())
+    text = json.dumps(explorers.apple_explorer(_records(), ANCHORS).to_dict())
     assert "#000000" not in text and '"black"' not in text
 
 
@@ -154,25 +154,25 @@ def test_bad_records_are_refused(change, message):
     for name, value in change.items():
         setattr(record, name, value)
     with pytest.raises(ValueError, match=message):
-        widgets.apple_explorer([record], ANCHORS)
+        explorers.apple_explorer([record], ANCHORS)
 
 
 def test_bad_collections_are_refused():
     with pytest.raises(ValueError, match="records is empty"):
-        widgets.apple_explorer([], ANCHORS)
+        explorers.apple_explorer([], ANCHORS)
     with pytest.raises(ValueError, match="anchors is empty"):
-        widgets.apple_explorer(_records(), [])
+        explorers.apple_explorer(_records(), [])
     with pytest.raises(ValueError, match=r"repeated: \['tech'\]"):
-        widgets.apple_explorer([_records()[0], _records()[0]], ANCHORS)
+        explorers.apple_explorer([_records()[0], _records()[0]], ANCHORS)
     with pytest.raises(ValueError, match="must be 2 finite numbers"):
-        widgets.apple_explorer(_records(), [widgets.AnchorPoint("x", "g", (1.0, 2.0, 3.0))])
+        explorers.apple_explorer(_records(), [explorers.AnchorPoint("x", "g", (1.0, 2.0, 3.0))])
     with pytest.raises(ValueError, match="start=2 is outside"):
-        widgets.apple_explorer(_records(), ANCHORS, start=2)
+        explorers.apple_explorer(_records(), ANCHORS, start=2)
 
 
 def test_bundle_is_deterministic():
-    first = widgets.chart_bundle(widgets.apple_explorer(_records(), ANCHORS))
-    assert first == widgets.chart_bundle(widgets.apple_explorer(_records(), ANCHORS))
+    first = explorers.chart_bundle(explorers.apple_explorer(_records(), ANCHORS))
+    assert first == explorers.chart_bundle(explorers.apple_explorer(_records(), ANCHORS))
     assert len(first["text/html"].encode()) < 50_000
 
 
@@ -181,9 +181,9 @@ def test_live_explorer_recomputes_and_escapes_errors():
         words = sentence.split()
         if "apple" not in words:
             raise ValueError(f"'apple' is not in {sentence!r}")
-        return widgets.ShiftRecord(sentence, "apple", np.array([[0.0, 0.0], [len(words), 1.0]]))
+        return explorers.ShiftRecord(sentence, "apple", np.array([[0.0, 0.0], [len(words), 1.0]]))
 
-    view = widgets.live_apple_explorer(compute, ANCHORS, "my apple")
+    view = explorers.live_apple_explorer(compute, ANCHORS, "my apple")
     assert _params(view.chart.to_dict())["preset"]["bind"]["labels"] == ["my apple"]
     view.controls["sentence"].value = "apple <b>x</b> os"
     assert _params(view.chart.to_dict())["preset"]["bind"]["labels"] == ["apple <b>x</b> os"]
@@ -194,9 +194,9 @@ def test_live_explorer_recomputes_and_escapes_errors():
 
 
 def test_the_plane_can_be_renamed():
-    default = widgets.apple_explorer(_records(), ANCHORS).to_dict()
+    default = explorers.apple_explorer(_records(), ANCHORS).to_dict()
     assert default["vconcat"][0]["hconcat"][1]["title"] == ["Static vector → contextual vector"]
-    spec = widgets.apple_explorer(
+    spec = explorers.apple_explorer(
         _records(), ANCHORS, plane_title="Layer by layer", axis_titles=("fruit", "tech")
     ).to_dict()
     assert spec["vconcat"][0]["hconcat"][1]["title"] == ["Layer by layer"]

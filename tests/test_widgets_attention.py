@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.widgets.attention: the attention-heatmap explorer."""
+"""Tests for transformer_tutorial.views.explorers.attention: the attention-heatmap explorer."""
 
 import json
 import re
@@ -7,10 +7,10 @@ import ipywidgets as ipw
 import numpy as np
 import pytest
 
-from transformer_tutorial import widgets
-from transformer_tutorial.attention import softmax
-from transformer_tutorial.widgets import attention
-from transformer_tutorial.widgets.attention import DECIMALS
+from transformer_tutorial.model.attention import softmax
+from transformer_tutorial.views import explorers
+from transformer_tutorial.views.explorers import attention
+from transformer_tutorial.views.explorers.attention import DECIMALS
 
 
 def _record(
@@ -24,7 +24,7 @@ def _record(
     rng = np.random.default_rng(seed)
     keys = kwargs.get("key_tokens") or tokens
     weights = softmax(rng.normal(size=(layers, heads, len(tokens), len(keys))))  # (L, H, T, S)
-    return widgets.AttentionRecord(label, list(tokens), weights, **kwargs)
+    return explorers.AttentionRecord(label, list(tokens), weights, **kwargs)
 
 
 def _params(spec):
@@ -33,7 +33,7 @@ def _params(spec):
 
 def test_data_holds_every_weight_of_every_record():
     records = [_record("first"), _record("second", tokens=("i", "eat", "pizza"), seed=1)]
-    data = widgets.attention_explorer_data(records)
+    data = explorers.attention_explorer_data(records)
     assert len(data["weights"]) == 2 * 3 * 5 + 2 * 3 * 3  # one row per (layer, head, query)
     for row in data["weights"]:
         expected = records[row["r"]].weights[row["l"], row["h"], row["q"]]
@@ -50,7 +50,7 @@ def test_data_holds_every_weight_of_every_record():
 
 def test_cross_attention_keeps_its_key_tokens():
     record = _record(tokens=("le", "chat"), key_tokens=["the", "black", "cat"])
-    (tokens,) = widgets.attention_explorer_data([record])["tokens"]
+    (tokens,) = explorers.attention_explorer_data([record])["tokens"]
     assert tokens["kt"] == ["the", "black", "cat"]
 
 
@@ -72,21 +72,21 @@ def test_bad_records_are_refused(change, message):
     for name, value in change.items():
         setattr(record, name, value)
     with pytest.raises(ValueError, match=message):
-        widgets.attention_explorer([record])
+        explorers.attention_explorer([record])
 
 
 def test_records_must_be_compatible_and_uniquely_labelled():
     with pytest.raises(ValueError, match="records is empty"):
-        widgets.attention_explorer([])
+        explorers.attention_explorer([])
     with pytest.raises(ValueError, match=r"unique .*\['same'\]"):
-        widgets.attention_explorer([_record("same"), _record("same")])
+        explorers.attention_explorer([_record("same"), _record("same")])
     with pytest.raises(ValueError, match=r"same \(layers, heads\)"):
-        widgets.attention_explorer([_record("a"), _record("b", heads=2)])
+        explorers.attention_explorer([_record("a"), _record("b", heads=2)])
 
 
 def test_controls_are_browser_side_parameters():
     records = [_record("first"), _record("second", seed=1), _record("third", seed=2)]
-    spec = widgets.attention_explorer(records, start=1, start_layer=1, start_head=2).to_dict()
+    spec = explorers.attention_explorer(records, start=1, start_layer=1, start_head=2).to_dict()
     params = _params(spec)
     assert params["sentence"]["value"] == 1
     assert params["sentence"]["bind"]["options"] == [0, 1, 2]
@@ -113,7 +113,7 @@ def test_controls_are_browser_side_parameters():
 
 
 def test_the_grid_names_each_head_and_draws_no_token_labels():
-    spec = widgets.attention_explorer([_record(heads=12)]).to_dict()
+    spec = explorers.attention_explorer([_record(heads=12)]).to_dict()
     grid = spec["vconcat"][1]
     assert grid["columns"] == 4
     header = grid["facet"]["header"]
@@ -125,7 +125,7 @@ def test_the_grid_names_each_head_and_draws_no_token_labels():
 @pytest.mark.parametrize("length", [2, 8, 15, 40])
 def test_cells_shrink_with_the_longest_sentence(length):
     record = _record(tokens=tuple(f"word{i}" for i in range(length)), heads=12)
-    spec = widgets.attention_explorer([record]).to_dict()
+    spec = explorers.attention_explorer([record]).to_dict()
     main, grid = spec["vconcat"][0]["hconcat"][1], spec["vconcat"][1]
     step, small = main["width"]["step"], grid["spec"]["width"]["step"]
     assert 8 <= step <= 26 and 2 <= small <= 12
@@ -136,7 +136,7 @@ def test_cells_shrink_with_the_longest_sentence(length):
 
 
 def test_repeated_tokens_are_distinct_cells():
-    spec = widgets.attention_explorer([_record()]).to_dict()
+    spec = explorers.attention_explorer([_record()]).to_dict()
     text = json.dumps(spec)
     # the axes are positions (q, k), labelled with the text; the tooltip names both
     assert '"field": "q"' in text and '"field": "k"' in text
@@ -146,21 +146,21 @@ def test_repeated_tokens_are_distinct_cells():
 @pytest.mark.parametrize(("name", "value"), [("start", 3), ("start_layer", 2), ("start_head", -1)])
 def test_start_values_are_checked(name, value):
     with pytest.raises(ValueError, match=f"{name}={value} is outside"):
-        widgets.attention_explorer([_record()], **{name: value})
+        explorers.attention_explorer([_record()], **{name: value})
 
 
 def test_layer_names_fill_the_menu():
     record = _record(layer_names=["embedding mix", "top"])
-    spec = widgets.attention_explorer([record]).to_dict()
+    spec = explorers.attention_explorer([record]).to_dict()
     assert _params(spec)["layer"]["bind"]["labels"] == ["embedding mix", "top"]
 
 
 def test_markup_in_tokens_stays_data():
     record = _record(label="<b>bold</b>", tokens=("<b>x</b>", "&", "y"))
-    chart = widgets.attention_explorer([record])
+    chart = explorers.attention_explorer([record])
     # the text is data for Vega (SVG text, escaped tooltips), and never markup in the page
     assert '"<b>x</b>"' in json.dumps(chart.to_dict())
-    assert "<b>" not in widgets.chart_bundle(chart)["text/html"]
+    assert "<b>" not in explorers.chart_bundle(chart)["text/html"]
 
 
 def test_bundle_is_deterministic_and_small():
@@ -170,8 +170,8 @@ def test_bundle_is_deterministic_and_small():
         )
         for i in range(4)
     ]
-    first = widgets.chart_bundle(widgets.attention_explorer(records))
-    assert first == widgets.chart_bundle(widgets.attention_explorer(records))
+    first = explorers.chart_bundle(explorers.attention_explorer(records))
+    assert first == explorers.chart_bundle(explorers.attention_explorer(records))
     size = len(first["text/html"].encode())
     assert size < 1_000_000, f"4 sentences × 6 layers × 12 heads × 15 tokens take {size} bytes"
 
@@ -182,9 +182,9 @@ def test_live_explorer_recomputes_from_the_text_box():
         if not words:
             raise ValueError("sentence has no words")
         weights = np.full((1, 2, len(words), len(words)), 1 / len(words))
-        return widgets.AttentionRecord(sentence, words, weights)
+        return explorers.AttentionRecord(sentence, words, weights)
 
-    view = widgets.live_attention_explorer(compute, "a b c")
+    view = explorers.live_attention_explorer(compute, "a b c")
     assert _params(view.chart.to_dict())["tokens_q"]["value"] == [["a", "b", "c"]]
     view.controls["sentence"].value = "<b>x</b> y"
     assert _params(view.chart.to_dict())["tokens_q"]["value"] == [["<b>x</b>", "y"]]
@@ -199,7 +199,7 @@ def test_live_message_escapes_markup():
     def compute(sentence):
         raise ValueError(f"unknown word {sentence}")
 
-    view = widgets.live_attention_explorer(compute, "<b>x</b>")
+    view = explorers.live_attention_explorer(compute, "<b>x</b>")
     assert "&lt;b&gt;x&lt;/b&gt;" in view.message.value and "<b>x" not in view.message.value
 
 
@@ -217,7 +217,7 @@ def _two_models():
 
 def test_records_of_different_models_may_differ_in_shape():
     records = _two_models()
-    spec = widgets.attention_explorer(records, start=2, start_layer=5, start_head=11).to_dict()
+    spec = explorers.attention_explorer(records, start=2, start_layer=5, start_head=11).to_dict()
     params = _params(spec)
     assert params["layer"]["bind"]["labels"] == [f"layer {i}" for i in range(1, 7)]
     assert (params["head"]["bind"]["min"], params["head"]["bind"]["max"]) == (1, 12)
@@ -239,7 +239,7 @@ def test_records_of_different_models_may_differ_in_shape():
         "layer": {"by": "sentence", "max": [1, 1, 5]},
         "head": {"by": "sentence", "max": [2, 2, 12]},
     }
-    tokens = widgets.attention_explorer_data(records)["tokens"]
+    tokens = explorers.attention_explorer_data(records)["tokens"]
     assert [(row["m"], row["nl"], row["nh"]) for row in tokens] == [
         ("toy", 2, 2), ("toy", 2, 2), ("real model", 6, 12)
     ]  # fmt: skip
@@ -247,31 +247,33 @@ def test_records_of_different_models_may_differ_in_shape():
 
 
 def test_one_model_keeps_the_plain_explorer():
-    spec = widgets.attention_explorer([_record("a"), _record("b", seed=1)]).to_dict()
+    spec = explorers.attention_explorer([_record("a"), _record("b", seed=1)]).to_dict()
     assert {"record_layers", "shown_layer", "shown_head"}.isdisjoint(_params(spec))
     assert "shown_layer" not in json.dumps(spec) and len(spec["vconcat"]) == 2
-    (row, _) = widgets.attention_explorer_data([_record("a"), _record("b", seed=1)])["tokens"]
+    (row, _) = explorers.attention_explorer_data([_record("a"), _record("b", seed=1)])["tokens"]
     assert set(row) == {"r", "qt", "kt"}
 
 
 def test_records_of_one_model_must_still_agree():
     with pytest.raises(ValueError, match=r"every record of 'toy' needs the same \(layers, heads\)"):
-        widgets.attention_explorer([_record("a", model="toy"), _record("b", heads=2, model="toy")])
+        explorers.attention_explorer(
+            [_record("a", model="toy"), _record("b", heads=2, model="toy")]
+        )
     with pytest.raises(ValueError, match="model must be None or a non-empty string"):
-        widgets.attention_explorer([_record("a", model=" ")])
+        explorers.attention_explorer([_record("a", model=" ")])
 
 
 def test_a_model_without_a_name_is_called_this_model():
     records = [_record("a", model="real", layers=3), _record("b", heads=2)]
-    tokens = widgets.attention_explorer_data(records)["tokens"]
+    tokens = explorers.attention_explorer_data(records)["tokens"]
     assert [row["m"] for row in tokens] == ["real", "this model"]
 
 
 def test_datasets_are_added_after_validation_and_survive_copies():
     records = _two_models()
-    chart = widgets.attention_explorer(records)
+    chart = explorers.attention_explorer(records)
     spec = chart.to_dict(validate=True)  # the whole structure is valid Vega-Lite
-    data = widgets.attention_explorer_data(records)
+    data = explorers.attention_explorer_data(records)
     shipped = [rows for rows in spec["datasets"].values() if rows]  # not the spacer's []
     assert sorted(map(json.dumps, shipped)) == sorted(map(json.dumps, data.values()))
     named = set(re.findall(r'"data": \{"name": "([^"]+)"\}', json.dumps(spec)))

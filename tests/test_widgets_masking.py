@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.widgets.masking: the mask explorer."""
+"""Tests for transformer_tutorial.views.explorers.masking: the mask explorer."""
 
 import json
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_tutorial.attention import softmax
-from transformer_tutorial.masking import causal_mask, padding_mask, padding_mask_from_ids
-from transformer_tutorial.widgets import chart_bundle
-from transformer_tutorial.widgets.masking import (
+from transformer_tutorial.model.attention import softmax
+from transformer_tutorial.model.masks import causal_mask, padding_mask, padding_mask_from_ids
+from transformer_tutorial.views.explorers import chart_bundle
+from transformer_tutorial.views.explorers.masking import (
     MAX_TOKENS,
     PAD,
     SCORE_DECIMALS,
@@ -265,7 +265,7 @@ def test_the_library_mask_functions_agree_with_the_hand_rule():
 
 
 def test_the_panels_are_stacked_and_fit_a_phone():
-    from transformer_tutorial.widgets import masking
+    from transformer_tutorial.views.explorers import masking
 
     presets = [MaskPreset.from_sentence(" ".join(["word"] * MAX_TOKENS))]
     spec = mask_explorer(presets).to_dict()

@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.widgets.rnn: the gradient explorer's data, chart and live view."""
+"""Tests for transformer_tutorial.views.explorers.rnn: the gradient explorer's data, chart and live view."""
 
 import json
 
@@ -6,14 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_tutorial import widgets
-from transformer_tutorial.rnn import (
-    RNNConfig,
-    TanhRNN,
-    hidden_state_jacobian_norms,
-    orthogonal_recurrent_weight,
-)
-from transformer_tutorial.widgets.rnn import SIGNIFICANT
+from transformer_tutorial.model.rnn import RNNConfig, TanhRNN, orthogonal_recurrent_weight
+from transformer_tutorial.studies.recurrence import hidden_state_jacobian_norms
+from transformer_tutorial.views import explorers
+from transformer_tutorial.views.explorers.rnn import SIGNIFICANT
 
 
 def _params(spec):
@@ -22,7 +18,7 @@ def _params(spec):
 
 def test_explorer_data_holds_the_measured_norms():
     scales = {"small": 0.01, "big": 1.0}
-    rows = widgets.gradient_explorer_data((0.5, 1.2), (5, 12), scales, hidden_size=6, seed=3)
+    rows = explorers.gradient_explorer_data((0.5, 1.2), (5, 12), scales, hidden_size=6, seed=3)
     assert [(row["r"], row["x"], row["T"]) for row in rows] == [
         (r, x, n) for r in (0.5, 1.2) for x in ("small", "big") for n in (5, 12)
     ]
@@ -42,7 +38,7 @@ def test_explorer_data_holds_the_measured_norms():
 
 
 def test_explorer_data_small_inputs_follow_r_to_the_k():
-    rows = widgets.gradient_explorer_data((0.6, 1.3), (30,), {"small": 1e-4}, hidden_size=8)
+    rows = explorers.gradient_explorer_data((0.6, 1.3), (30,), {"small": 1e-4}, hidden_size=8)
     for row in rows:
         np.testing.assert_allclose(row["n"], row["r"] ** np.arange(31), rtol=0.03)
 
@@ -59,11 +55,11 @@ def test_explorer_data_small_inputs_follow_r_to_the_k():
 )
 def test_explorer_data_rejects_bad_input(args, message):
     with pytest.raises(ValueError, match=message):
-        widgets.gradient_explorer_data(*args, hidden_size=4)
+        explorers.gradient_explorer_data(*args, hidden_size=4)
 
 
 def test_explorer_controls_are_browser_side_parameters():
-    chart = widgets.gradient_explorer((0.5, 0.7, 0.9, 1.1), (10, 20), hidden_size=4)
+    chart = explorers.gradient_explorer((0.5, 0.7, 0.9, 1.1), (10, 20), hidden_size=4)
     spec = chart.to_dict()
     params = _params(spec)
     radius = params["radius"]
@@ -82,7 +78,7 @@ def test_explorer_controls_are_browser_side_parameters():
 
 
 def test_uneven_radii_get_a_menu():
-    spec = widgets.gradient_explorer((0.5, 1.5), (10,), hidden_size=4).to_dict()
+    spec = explorers.gradient_explorer((0.5, 1.5), (10,), hidden_size=4).to_dict()
     assert _params(spec)["radius"]["bind"]["input"] == "select"
 
 
@@ -96,17 +92,17 @@ def test_uneven_radii_get_a_menu():
 )
 def test_explorer_rejects_bad_start(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        widgets.gradient_explorer((0.5, 1.0), (10, 20), hidden_size=4, **kwargs)
+        explorers.gradient_explorer((0.5, 1.0), (10, 20), hidden_size=4, **kwargs)
 
 
 def test_chart_bundle_is_deterministic():
-    first = widgets.chart_bundle(widgets.gradient_explorer((0.5, 1.0), (10,), hidden_size=4))
-    second = widgets.chart_bundle(widgets.gradient_explorer((0.5, 1.0), (10,), hidden_size=4))
+    first = explorers.chart_bundle(explorers.gradient_explorer((0.5, 1.0), (10,), hidden_size=4))
+    second = explorers.chart_bundle(explorers.gradient_explorer((0.5, 1.0), (10,), hidden_size=4))
     assert first == second
 
 
 def test_live_explorer_redraws_and_reports_errors():
-    view = widgets.live_gradient_explorer(radius=0.9, length=12)
+    view = explorers.live_gradient_explorer(radius=0.9, length=12)
     spec = view.chart.to_dict()
     assert _params(spec)["radius"]["value"] == 0.9
     (rows,) = [rows for rows in spec["datasets"].values() if "n" in rows[0]]
@@ -121,7 +117,7 @@ def test_live_explorer_redraws_and_reports_errors():
 
 
 def test_the_axes_keep_their_ticks_and_the_decades_follow_the_curves():
-    chart = widgets.gradient_explorer((0.5, 1.0, 1.5), (10, 40), hidden_size=4)
+    chart = explorers.gradient_explorer((0.5, 1.0, 1.5), (10, 40), hidden_size=4)
     spec = chart.to_dict()
     text = json.dumps(spec)
     # x is k / T with ticks at fixed fractions, labelled with k

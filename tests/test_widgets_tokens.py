@@ -1,11 +1,11 @@
-"""Tests for transformer_tutorial.widgets.tokens: the nearest-neighbour explorer."""
+"""Tests for transformer_tutorial.views.explorers.tokens: the nearest-neighbour explorer."""
 
 import json
 
 import pytest
 
-from transformer_tutorial.widgets.render import chart_bundle
-from transformer_tutorial.widgets.tokens import (
+from transformer_tutorial.views.explorers.render import chart_bundle
+from transformer_tutorial.views.explorers.tokens import (
     DECIMALS,
     NeighbourRecord,
     live_neighbour_explorer,

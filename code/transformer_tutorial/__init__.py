@@ -20,6 +20,6 @@ The letters always mean the same thing:
 =====  ==============================================================
 """
 
-from transformer_tutorial.seed import set_seed
+from transformer_tutorial.book.seed import set_seed
 
 __all__ = ["set_seed"]
