@@ -16,7 +16,8 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
-from transformer_tutorial.model import embeddings, files, tokens
+from transformer_tutorial.model import embeddings, files
+from transformer_tutorial.model import tokens as token_code
 from transformer_tutorial.model.positions import sinusoidal_encoding
 from transformer_tutorial.studies import word_vectors
 
@@ -35,7 +36,7 @@ def directory():
 
 @pytest.fixture(scope="module")
 def tokenizer(directory):
-    return tokens.load_tokenizer(directory)
+    return token_code.load_tokenizer(directory)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,7 @@ def test_model_directory_rejects_a_missing_directory_and_a_file(tmp_path):
 
 
 def test_model_directory_says_when_the_package_is_not_installed(monkeypatch):
-    monkeypatch.setattr(em, "MODEL_PACKAGE", "no_such_package_for_this_test")
+    monkeypatch.setattr(files, "MODEL_PACKAGE", "no_such_package_for_this_test")
     with pytest.raises(
         files.ModelFilesError, match="is not installed and no model directory"
     ) as caught:
@@ -142,8 +143,8 @@ def test_word_embeddings_need_their_key(tmp_path):
     ("loader", "needed"),
     [
         (embeddings.load_word_embeddings, "model.safetensors"),
-        (tokens.load_tokenizer, "tokenizer.json"),
-        (tokens.load_vocabulary, "vocab.txt"),
+        (token_code.load_tokenizer, "tokenizer.json"),
+        (token_code.load_vocabulary, "vocab.txt"),
         (files.load_config, "config.json"),
         (files.stored_parameter_shapes, "model.safetensors"),
     ],
@@ -162,7 +163,7 @@ def test_stored_parameters_count_the_whole_model(directory, table):
 
 
 def test_vocabulary_file_and_tokenizer_agree(directory, tokenizer):
-    vocabulary = tokens.load_vocabulary(directory)
+    vocabulary = token_code.load_vocabulary(directory)
     assert len(vocabulary) == tokenizer.get_vocab_size() == 30522
     assert {token: i for i, token in enumerate(vocabulary)} == tokenizer.get_vocab()
     assert vocabulary[0] == "[PAD]" and vocabulary[100:103] == ["[UNK]", "[CLS]", "[SEP]"]
@@ -174,18 +175,18 @@ def test_vocabulary_file_and_tokenizer_agree(directory, tokenizer):
 def test_tokenizer_file_settings_are_switched_off(tokenizer):
     assert tokenizer.truncation is None and tokenizer.padding is None
     long_text = " ".join(["word"] * 300)
-    assert len(tokens.tokenize(tokenizer, long_text).ids) == 302  # not cut at 128, nor padded
+    assert len(token_code.tokenize(tokenizer, long_text).ids) == 302  # not cut at 128, nor padded
 
 
 def test_known_tokenization(tokenizer):
-    tokens = tokens.tokenize(tokenizer, "How are you")
+    tokens = token_code.tokenize(tokenizer, "How are you")
     assert tokens.tokens == ("[CLS]", "how", "are", "you", "[SEP]")
     assert tokens.ids == (101, 2129, 2024, 2017, 102)
     assert tokens.words == (None, 0, 1, 2, None)
 
 
 def test_words_split_into_pieces_marked_with_hashes(tokenizer):
-    tokens = tokens.tokenize(tokenizer, "Tokenization is unbelievably easy")
+    tokens = token_code.tokenize(tokenizer, "Tokenization is unbelievably easy")
     assert tokens.tokens[1:-1] == (
         "token", "##ization", "is", "un", "##bel", "##ie", "##va", "##bly", "easy",
     )  # fmt: skip
@@ -196,26 +197,26 @@ def test_special_token_ids(tokenizer):
     assert [tokenizer.token_to_id(token) for token in ("[PAD]", "[UNK]", "[CLS]", "[SEP]")] == [
         0, 100, 101, 102,
     ]  # fmt: skip
-    assert tokens.tokenize(tokenizer, "hello 🙂").tokens == ("[CLS]", "hello", "[UNK]", "[SEP]")
+    assert token_code.tokenize(tokenizer, "hello 🙂").tokens == ("[CLS]", "hello", "[UNK]", "[SEP]")
 
 
 @pytest.mark.parametrize("text", ["", "   \n", None, 42])
 def test_tokenize_rejects_empty_or_non_text(tokenizer, text):
     with pytest.raises(ValueError, match="text"):
-        tokens.tokenize(tokenizer, text)
+        token_code.tokenize(tokenizer, text)
 
 
 def test_split_words_normalises_like_bert(tokenizer):
-    assert tokens.split_words(tokenizer, "Naïve café, ChatGPT!") == [
+    assert token_code.split_words(tokenizer, "Naïve café, ChatGPT!") == [
         "naive", "cafe", ",", "chatgpt", "!",
     ]  # fmt: skip
     with pytest.raises(ValueError, match="text is empty"):
-        tokens.split_words(tokenizer, " ")
+        token_code.split_words(tokenizer, " ")
 
 
 def test_encode_batch_pads_to_the_longest(tokenizer):
     texts = ["The cat sleeps", "A dog chased the ball across the garden", "Hi"]
-    batch = tokens.encode_batch(tokenizer, texts)
+    batch = token_code.encode_batch(tokenizer, texts)
     assert batch.ids.shape == batch.attention_mask.shape == (3, 10)
     assert batch.ids.dtype == batch.attention_mask.dtype == torch.int64
     assert batch.lengths == (5, 10, 3)
@@ -224,12 +225,12 @@ def test_encode_batch_pads_to_the_longest(tokenizer):
         assert batch.ids[row, 0] == 101 and batch.ids[row, length - 1] == 102
         assert (batch.ids[row, length:] == 0).all()
         assert batch.tokens[row][length:] == ("[PAD]",) * (10 - length)
-        assert batch.tokens[row][:length] == tokens.tokenize(tokenizer, texts[row]).tokens
+        assert batch.tokens[row][:length] == token_code.tokenize(tokenizer, texts[row]).tokens
 
 
 def test_encode_batch_equals_the_tokenizers_own_padding(tokenizer):
     texts = ["The cat sleeps", "A dog chased the ball across the garden", "Hi", "ok"]
-    batch = tokens.encode_batch(tokenizer, texts)
+    batch = token_code.encode_batch(tokenizer, texts)
     padding = Tokenizer.from_str(tokenizer.to_str())
     padding.enable_padding(pad_id=0, pad_token="[PAD]")
     reference = padding.encode_batch(texts)
@@ -240,7 +241,7 @@ def test_encode_batch_equals_the_tokenizers_own_padding(tokenizer):
 
 
 def test_encode_batch_of_one_has_no_padding(tokenizer):
-    batch = tokens.encode_batch(tokenizer, ["just one sentence"])
+    batch = token_code.encode_batch(tokenizer, ["just one sentence"])
     assert batch.attention_mask.all() and batch.ids.shape == (1, 5)
 
 
@@ -255,7 +256,7 @@ def test_encode_batch_of_one_has_no_padding(tokenizer):
 )
 def test_encode_batch_rejects_bad_input(tokenizer, texts, message):
     with pytest.raises(ValueError, match=message):
-        tokens.encode_batch(tokenizer, texts)
+        token_code.encode_batch(tokenizer, texts)
 
 
 def test_tokenizers_that_pad_or_truncate_are_refused(directory):
@@ -263,29 +264,29 @@ def test_tokenizers_that_pad_or_truncate_are_refused(directory):
     assert raw.padding["length"] == 128 and raw.truncation["max_length"] == 128
     for tokenizer in (raw, Tokenizer.from_str(raw.to_str())):
         with pytest.raises(ValueError, match="pads or truncates every text"):
-            tokens.encode_batch(tokenizer, ["a cat"])
+            token_code.encode_batch(tokenizer, ["a cat"])
         tokenizer.no_padding()  # truncation alone is refused too
         with pytest.raises(ValueError, match="pads or truncates every text"):
-            tokens.tokenize(tokenizer, "a cat")
+            token_code.tokenize(tokenizer, "a cat")
 
 
 def test_encode_batch_needs_a_pad_token():
     bare = Tokenizer(WordLevel({"hello": 0, "[UNK]": 1}, unk_token="[UNK]"))
     bare.pre_tokenizer = Whitespace()
     with pytest.raises(ValueError, match=r"has no \[PAD\] token"):
-        tokens.encode_batch(bare, ["hello", "hello hello"])
+        token_code.encode_batch(bare, ["hello", "hello hello"])
 
 
 def test_single_token_id(tokenizer):
-    assert tokens.single_token_id(tokenizer, "cat") == 4937
+    assert token_code.single_token_id(tokenizer, "cat") == 4937
     with pytest.raises(ValueError, match=r"'tokenization' is not one token.*'token', '##ization'"):
-        tokens.single_token_id(tokenizer, "tokenization")
+        token_code.single_token_id(tokenizer, "tokenization")
     with pytest.raises(ValueError, match="word is empty"):
-        tokens.single_token_id(tokenizer, "")
+        token_code.single_token_id(tokenizer, "")
 
 
 def test_ordinary_token_ids_leave_out_bracketed_tokens(tokenizer):
-    ids = tokens.ordinary_token_ids(tokenizer)
+    ids = token_code.ordinary_token_ids(tokenizer)
     assert len(ids) == 30522 - 994 - 5  # 994 [unusedN] rows, 5 special tokens
     assert not {0, 1, 100, 101, 102, 103} & set(ids)
     assert 4937 in ids and tokenizer.token_to_id("[") in ids  # a lone bracket is ordinary
@@ -535,7 +536,7 @@ def test_random_pairs_are_distinct_rows_and_reproducible():
 
 def test_real_random_pairs_are_far_below_cat_and_dog(tokenizer, table):
     cosines = word_vectors.random_pair_cosines(
-        table, 20_000, candidates=tokens.ordinary_token_ids(tokenizer)
+        table, 20_000, candidates=token_code.ordinary_token_ids(tokenizer)
     )
     assert abs(cosines.mean()) < 0.03
     assert np.quantile(cosines, 0.99) < 0.3 < 0.42
@@ -559,23 +560,23 @@ def test_random_pairs_reject_bad_input(kwargs, message):
 
 def test_bpe_learns_sennrichs_merges():
     # Sennrich et al. (2016), section 3.2: the toy dictionary and its ten first merges
-    merges = tokens.learn_bpe({"low": 5, "lower": 2, "newest": 6, "widest": 3}, num_merges=10)
+    merges = token_code.learn_bpe({"low": 5, "lower": 2, "newest": 6, "widest": 3}, num_merges=10)
     assert merges == [
         ("e", "s"), ("es", "t"), ("est", "</w>"), ("l", "o"), ("lo", "w"),
         ("n", "e"), ("ne", "w"), ("new", "est</w>"), ("low", "</w>"), ("w", "i"),
     ]  # fmt: skip
-    assert tokens.apply_bpe("lowest", merges) == [
+    assert token_code.apply_bpe("lowest", merges) == [
         "low",
         "est</w>",
     ]  # an unseen word, in known pieces
-    assert tokens.apply_bpe("newest", merges) == ["newest</w>"]
-    assert tokens.apply_bpe("wider", merges) == ["wi", "d", "e", "r", "</w>"]
+    assert token_code.apply_bpe("newest", merges) == ["newest</w>"]
+    assert token_code.apply_bpe("wider", merges) == ["wi", "d", "e", "r", "</w>"]
 
 
 def test_bpe_breaks_ties_by_first_seen_and_stops_when_done():
-    assert tokens.learn_bpe({"ab": 1, "cd": 1}, num_merges=1) == [("a", "b")]
-    assert tokens.learn_bpe({"cd": 1, "ab": 1}, num_merges=1) == [("c", "d")]
-    assert tokens.learn_bpe({"ab": 3}, num_merges=10) == [("a", "b"), ("ab", "</w>")]
+    assert token_code.learn_bpe({"ab": 1, "cd": 1}, num_merges=1) == [("a", "b")]
+    assert token_code.learn_bpe({"cd": 1, "ab": 1}, num_merges=1) == [("c", "d")]
+    assert token_code.learn_bpe({"ab": 3}, num_merges=10) == [("a", "b"), ("ab", "</w>")]
 
 
 @pytest.mark.parametrize(
@@ -590,31 +591,33 @@ def test_bpe_breaks_ties_by_first_seen_and_stops_when_done():
 )
 def test_bpe_rejects_bad_input(counts, merges, message):
     with pytest.raises(ValueError, match=message):
-        tokens.learn_bpe(counts, merges)
+        token_code.learn_bpe(counts, merges)
 
 
 def test_apply_bpe_rejects_bad_words():
     with pytest.raises(ValueError, match="word must be a non-empty str"):
-        tokens.apply_bpe("", [])
+        token_code.apply_bpe("", [])
 
 
 def test_wordpiece_is_greedy_longest_match_first():
     vocabulary = {"a", "ab", "##c", "##bc", "un", "##aff", "##able"}
-    assert tokens.wordpiece("abc", vocabulary) == ["ab", "##c"]  # not "a", "##bc"
-    assert tokens.wordpiece("unaffable", vocabulary) == ["un", "##aff", "##able"]
-    assert tokens.wordpiece("abx", vocabulary) == ["[UNK]"]  # one unmatched piece: the whole word
-    assert tokens.wordpiece("a" * 11, ["a", "##a"], max_chars=10) == ["[UNK]"]
+    assert token_code.wordpiece("abc", vocabulary) == ["ab", "##c"]  # not "a", "##bc"
+    assert token_code.wordpiece("unaffable", vocabulary) == ["un", "##aff", "##able"]
+    assert token_code.wordpiece("abx", vocabulary) == [
+        "[UNK]"
+    ]  # one unmatched piece: the whole word
+    assert token_code.wordpiece("a" * 11, ["a", "##a"], max_chars=10) == ["[UNK]"]
     with pytest.raises(ValueError, match="word must be a non-empty str without spaces"):
-        tokens.wordpiece("a b", vocabulary)
+        token_code.wordpiece("a b", vocabulary)
 
 
 def test_wordpiece_matches_the_real_tokenizer(directory, tokenizer):
-    vocabulary = tokens.load_vocabulary(directory)
+    vocabulary = token_code.load_vocabulary(directory)
     text = PARAGRAPH + " " + "x" * 101 + " 🙂 你好"
     ours = [
         piece
-        for word in tokens.split_words(tokenizer, text)
-        for piece in tokens.wordpiece(word, vocabulary)
+        for word in token_code.split_words(tokenizer, text)
+        for piece in token_code.wordpiece(word, vocabulary)
     ]
     assert ours == tokenizer.encode(text, add_special_tokens=False).tokens
     assert ours.count("[UNK]") == 4  # the 101-letter word, the emoji, and each Chinese character
