@@ -154,7 +154,7 @@ def test_loader_is_the_package_file_inlined_once_behind_a_guard():
 def test_loader_ships_with_the_package():
     from importlib.resources import files
 
-    assert (files("transformer_tutorial") / "widgets" / "explorer.js").is_file()
+    assert (files("transformer_tutorial") / "views" / "explorers" / "explorer.js").is_file()
 
 
 def test_book_renderer_is_used_for_display():
