@@ -167,6 +167,20 @@ def test_every_control_returns_to_the_first_drawing(visits, report, path):
     assert not problems, _report(path, problems)
 
 
+def fit_problems_for_every_preset(page, chart, page_problems=lambda: []) -> list[str]:
+    """What does not fit in ``chart``'s first drawing and after each choice of each of its menus
+    (the presets), with ``page_problems()`` checked after every choice too."""
+    problems = [f"{chart.name}: {p}" for p in fit_problems(page, chart)]
+    start = first_controls(page, chart)
+    for control in (c for c in start if c.kind == "select"):
+        for value in current(page, chart, control).others():
+            set_control(page, chart, control, value)
+            where = f"{chart.name}, {control.label} = {value!r}"
+            problems += [f"{where}: {p}" for p in fit_problems(page, chart) + page_problems()]
+        restore(page, chart, start)
+    return problems
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_charts_fit_a_phone(phone_visits, path):
     """At 390 × 844 the page does not scroll sideways, and every chart fits the text column
@@ -182,14 +196,7 @@ def test_charts_fit_a_phone(phone_visits, path):
 
     problems += fits()
     for chart in charts(page):
-        problems += [f"{chart.name}: {p}" for p in fit_problems(page, chart)]
-        start = first_controls(page, chart)
-        for control in (c for c in start if c.kind == "select"):
-            for value in current(page, chart, control).others():
-                set_control(page, chart, control, value)
-                where = f"{chart.name}, {control.label} = {value!r}"
-                problems += [f"{where}: {p}" for p in fit_problems(page, chart) + fits()]
-            restore(page, chart, start)
+        problems += fit_problems_for_every_preset(page, chart, fits)
     if path in EXPLORER_PAGES:
         screenshot(page, visit.name.split(".")[0], PHONE["width"], "light")
         set_theme(page, "dark")
@@ -482,14 +489,7 @@ def test_package_explorers_fit_a_phone(package_page):
         overflow = page_overflow(page)
         problems += [overflow] if overflow else []
         for chart in charts(page):
-            problems += [f"{chart.name}: {p}" for p in fit_problems(page, chart)]
-            start = first_controls(page, chart)
-            for control in (c for c in start if c.kind == "select"):
-                for value in current(page, chart, control).others():
-                    set_control(page, chart, control, value)
-                    where = f"{chart.name}, {control.label} = {value!r}"
-                    problems += [f"{where}: {p}" for p in fit_problems(page, chart)]
-                restore(page, chart, start)
+            problems += fit_problems_for_every_preset(page, chart)
         screenshot(page, "package-explorers", PHONE["width"], "light")
     finally:
         page.set_viewport_size(DESKTOP)

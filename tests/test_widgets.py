@@ -384,17 +384,22 @@ def test_the_transform_check_catches_a_field_split_in_place():
     assert len(transform_problems(clash)) == 1
 
 
-def _fixed_widths(node: dict):
-    """Every pixel width set in a spec (``width: 290``, or ``width: {step: 20}`` as 20)."""
+def _under(node, name: str):
+    """Every value set under the key ``name`` anywhere in a spec (not looking inside them)."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if key == "width":
-                yield value["step"] if isinstance(value, dict) else value
+            if key == name:
+                yield value
             else:
-                yield from _fixed_widths(value)
+                yield from _under(value, name)
     elif isinstance(node, list):
         for value in node:
-            yield from _fixed_widths(value)
+            yield from _under(value, name)
+
+
+def _fixed_widths(node: dict):
+    """Every pixel width set in a spec (``width: 290``, or ``width: {step: 20}`` as 20)."""
+    return [value["step"] if isinstance(value, dict) else value for value in _under(node, "width")]
 
 
 @pytest.mark.parametrize("name", EXPLORERS)
@@ -430,15 +435,7 @@ def test_positional_panels_are_stacked_and_keep_their_ticks():
 
 
 def _axes(node):
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "axis" and isinstance(value, dict):
-                yield value
-            else:
-                yield from _axes(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _axes(value)
+    return [axis for axis in _under(node, "axis") if isinstance(axis, dict)]
 
 
 @pytest.mark.parametrize("name", EXPLORERS)
