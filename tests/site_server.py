@@ -96,6 +96,8 @@ PAGES = {
     "chapters/08_masking.html": True,
     "chapters/09_whole_transformer.html": True,
     "chapters/10_real_model.html": True,
+    "chapters/appendix_a_math.html": True,
+    "chapters/glossary.html": True,
     "chapters/bibliography.html": False,
 }
 
