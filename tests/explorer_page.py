@@ -46,7 +46,7 @@ def _weights(rng: np.random.Generator, layers: int, heads: int, queries: int, ke
     return weights / weights.sum(axis=-1, keepdims=True)  # each row sums to 1
 
 
-def explorers() -> dict[str, object]:
+def hostile_explorers() -> dict[str, object]:
     """Every explorer, with two or more presets where it has a menu; labels and tokens are
     :data:`HOSTILE` text."""
     rng = np.random.default_rng(0)
@@ -102,7 +102,7 @@ def write_page(directory: Path) -> Path:
     """Write ``explorers.html`` with every explorer into ``directory``; returns its path."""
     charts = "\n".join(
         f"<h2>{name}</h2>\n" + chart_bundle(chart)["text/html"]
-        for name, chart in explorers().items()
+        for name, chart in hostile_explorers().items()
     )
     path = directory / "explorers.html"
     path.write_text(PAGE.format(charts=charts), encoding="utf-8")

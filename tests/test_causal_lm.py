@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.studies.causal_lm: the tiny language model and the model that cheats."""
+"""Tests for studies/causal_lm.py: the tiny language model and the model that cheats."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.studies.deep_stacks: the five arrangements, the gradient measurements,
+"""Tests for studies/deep_stacks.py: the five arrangements, the gradient measurements,
 and the side-by-side training (each run equals training that model alone with torch.optim.Adam).
 """
 

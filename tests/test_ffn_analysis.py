@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.studies.ffn_analysis: linearity gaps, convex hulls, the token-table
+"""Tests for studies/ffn_analysis.py: linearity gaps, convex hulls, the token-table
 task and the sentence task of chapter "Feed-forward network"."""
 
 import dataclasses

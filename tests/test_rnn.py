@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.studies.recurrence: the recurrence, BPTT gradients, the recall task, Table 1."""
+"""Tests for studies/recurrence.py: the recurrence, BPTT gradients, the recall task, Table 1."""
 
 import math
 

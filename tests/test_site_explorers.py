@@ -463,7 +463,7 @@ def test_package_explorers_return_to_their_first_drawing(package_page):
 
 def test_package_explorers_limit_their_controls_per_preset(package_page):
     """The mask explorer's n and the attention explorer's layers and heads follow the preset
-    (explorer_page.explorers: a toy model of 2 × 2 beside a "real" one of 3 × 4)."""
+    (explorer_page.hostile_explorers: a toy model of 2 × 2 beside a "real" one of 3 × 4)."""
     page = package_page.page
     found = {chart.name: chart for chart in charts(page)}
     (mask,) = [chart for chart in found.values() if MASKS.search(chart.titles)]

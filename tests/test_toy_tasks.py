@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.studies.toy_tasks: the task, the model, and that its heads specialise."""
+"""Tests for studies/toy_tasks.py: the task, the model, and that its heads specialise."""
 
 import dataclasses
 

@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.views.explorers.rnn: the gradient explorer's data, chart and live view."""
+"""Tests for views/explorers/rnn.py: the gradient explorer's data, chart and live view."""
 
 import json
 

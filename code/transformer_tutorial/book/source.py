@@ -146,4 +146,8 @@ def write_source_pages(site: Path) -> list[Path]:
 
 def site_links(page_html: str) -> str:
     """``page_html`` with links to package files pointed at their pages on the site."""
-    return _LINK.sub(lambda m: f'href="{m.group(1)}{SITE_PAGE_SUFFIX}{m.group(2) or ""}"', page_html)
+
+    def to_page(match: re.Match) -> str:
+        return f'href="{match.group(1)}{SITE_PAGE_SUFFIX}{match.group(2) or ""}"'
+
+    return _LINK.sub(to_page, page_html)

@@ -2,8 +2,8 @@
 
 How much of a gradient arriving at the last hidden state ``h_T`` survives the trip back to
 ``h_(T-k)``: the norm ``||dh_T / dh_(T-k)||`` measured by
-:func:`transformer_tutorial.studies.recurrence.hidden_state_jacobian_norms` for a tanh RNN whose recurrent
-weight is ``r`` times a random orthogonal matrix, against the linear prediction ``r^k``.
+:func:`~transformer_tutorial.studies.recurrence.hidden_state_jacobian_norms` for a tanh RNN whose
+recurrent weight is ``r`` times a random orthogonal matrix, against the linear prediction ``r^k``.
 
 A slider picks the scale ``r`` (the spectral radius), menus pick the sequence length ``T`` and
 the size of the inputs; the y axis is logarithmic, so geometric decay is a straight line. Every
