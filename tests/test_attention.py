@@ -1,4 +1,5 @@
-"""Tests for transformer_tutorial.model.attention (paper section 3.2.1, equation 1)."""
+"""Tests for transformer_tutorial.model.attention (paper section 3.2.1, equation 1) and
+transformer_tutorial.studies.attention_scaling (what the division by sqrt(d_k) protects)."""
 
 import numpy as np
 import pytest
@@ -12,8 +13,8 @@ from transformer_tutorial.model.attention import (
     scaled_dot_product_attention,
     scaled_dot_product_attention_torch,
     softmax,
-    softmax_saturation,
 )
+from transformer_tutorial.studies.attention_scaling import softmax_saturation
 
 BAD_SHAPES = [  # (queries, keys, values, the error it must raise), for NumPy and torch alike
     (np.zeros(4), np.zeros((3, 4)), np.zeros((3, 4)), "queries must have shape"),

@@ -1,4 +1,4 @@
-"""Tests for transformer_tutorial.studies.embedding_shift: the toy attention models and their measures."""
+"""Tests for transformer_tutorial.studies.embedding_shift: the toy attention models, measured."""
 
 import numpy as np
 import pytest
@@ -14,11 +14,13 @@ from transformer_tutorial.studies.embedding_shift import (
     RELATIONS_VOCABULARY,
     TOPICS,
     UNK,
+    Example,
     ToyAttentionModel,
     ToyConfig,
     apple_config,
     apple_corpus,
     attention_weights,
+    count_correct,
     diagonal_share,
     encode,
     favours_self,
@@ -99,13 +101,13 @@ def test_a_layer_is_the_residual_plus_the_tested_numpy_attention(value_projectio
     def split(array):
         return array.reshape(len(words), heads, -1).transpose(1, 0, 2)  # (T, D) -> (H, T, K)
 
-    values = x if layer.value is None else linear(layer.value, x)
+    values = x if layer.W_V is None else linear(layer.W_V, x)
     mixed, weights = scaled_dot_product_attention(
-        split(linear(layer.query, x)), split(linear(layer.key, x)), split(values)
+        split(linear(layer.W_Q, x)), split(linear(layer.W_K, x)), split(values)
     )
     mixed = mixed.transpose(1, 0, 2).reshape(len(words), -1)  # (H, T, K) -> (T, D)
-    if layer.out is not None:
-        mixed = linear(layer.out, mixed)
+    if layer.W_O is not None:
+        mixed = linear(layer.W_O, mixed)
     np.testing.assert_allclose(output.states[1][0].numpy(), x + mixed, atol=1e-5)
     np.testing.assert_allclose(output.weights[0, 0].numpy(), weights, atol=1e-6)
 
@@ -212,6 +214,18 @@ def test_relations_model_resolves_it_and_finds_objects(one_thread):
         _, weights = attention_weights(model, sentence)
         assert weights.shape == (2, 2, len(words), len(words))
         np.testing.assert_allclose(weights.sum(axis=-1), 1, atol=1e-6)
+    held_out = relations_corpus(200, seed=3)
+    right, total = count_correct(model, held_out)
+    assert total == sum(target != IGNORE for example in held_out for target in example.targets)
+    assert right >= 0.95 * total
+
+
+def test_count_correct_counts_only_words_with_a_target():
+    model = ToyAttentionModel(apple_config())
+    words, output = run(model, "i like apple juice")
+    guesses = output.logits[0].argmax(dim=-1).tolist()  # (T,)
+    targets = [guesses[0], (guesses[1] + 1) % len(TOPICS), IGNORE, guesses[3]]
+    assert count_correct(model, [Example(words, targets)]) == (2, 3)
 
 
 def test_diagonal_share():

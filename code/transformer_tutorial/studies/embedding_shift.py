@@ -55,6 +55,7 @@ __all__ = [
     "apple_config",
     "apple_corpus",
     "attention_weights",
+    "count_correct",
     "diagonal_share",
     "encode",
     "favours_self",
@@ -62,6 +63,7 @@ __all__ = [
     "relations_config",
     "relations_corpus",
     "run",
+    "split_heads",
     "tokenize",
     "train_toy_model",
 ]
@@ -264,35 +266,57 @@ class ToyOutput:
 
 
 class ToyAttentionLayer(nn.Module):
-    """``x + Attention(x W_Q, x W_K, x W_V) W_O`` over ``H`` heads (no W_V, W_O when disabled)."""
+    """One layer of the toy models: ``x + Attention(x W_Q, x W_K, x W_V) W_O`` over ``H`` heads.
+
+    Equation (1) of the paper (section 3.2.1) for every head, the heads side by side (section
+    3.2.2), and the layer's input added back to its output (the residual of section 3.1). With
+    ``value_projection=False`` (the apple model) there is no ``W_V`` and no ``W_O``: each word
+    hands over its own vector, so the move it makes stays in the plane of the words.
+    """
 
     def __init__(self, config: ToyConfig):
         super().__init__()
+        d_model = config.d_model
         self.n_heads = config.n_heads
-        self.query = nn.Linear(config.d_model, config.d_model)  # W_Q (D, D) and a bias
-        self.key = nn.Linear(config.d_model, config.d_model)  # W_K (D, D) and a bias
-        self.value = nn.Linear(config.d_model, config.d_model) if config.value_projection else None
-        self.out = nn.Linear(config.d_model, config.d_model) if config.value_projection else None
+        self.W_Q = nn.Linear(d_model, d_model)  # (D, D) and a bias: all heads' queries at once
+        self.W_K = nn.Linear(d_model, d_model)  # (D, D) and a bias: all heads' keys
+        self.W_V = nn.Linear(d_model, d_model) if config.value_projection else None
+        self.W_O = nn.Linear(d_model, d_model) if config.value_projection else None
 
     def forward(self, x: torch.Tensor, padding: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x`` ``(B, T, D)``; ``padding`` ``(B, T)``, True at [PAD].
+
+        Returns the new vectors ``(B, T, D)`` and the attention weights ``(B, H, T, T)``.
+        """
         batch, length, width = x.shape  # (B, T, D)
         d_k = width // self.n_heads
-
-        def heads(tensor: torch.Tensor) -> torch.Tensor:
-            return tensor.view(batch, length, self.n_heads, d_k).transpose(1, 2)  # -> (B, H, T, K)
-
-        queries, keys = heads(self.query(x)), heads(self.key(x))
-        values = heads(x if self.value is None else self.value(x))  # (B, H, T, K)
+        queries = split_heads(self.W_Q(x), self.n_heads)  # (B, T, D) -> (B, H, T, K)
+        keys = split_heads(self.W_K(x), self.n_heads)  # (B, T, D) -> (B, H, T, K)
+        values = x if self.W_V is None else self.W_V(x)  # (B, T, D)
+        values = split_heads(values, self.n_heads)  # (B, T, D) -> (B, H, T, K)
         scores = queries @ keys.transpose(-1, -2) / d_k**0.5  # (B, H, T, K) @ (B, H, K, T)
-        scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))  # no [PAD] keys
+        pad_keys = padding[:, None, None, :]  # (B, T) -> (B, 1, 1, T): alike for heads, queries
+        scores = scores.masked_fill(pad_keys, float("-inf"))  # no weight on [PAD] keys
         weights = scores.softmax(dim=-1)  # (B, H, T, T), rows sum to 1
-        mixed = (weights @ values).transpose(1, 2).reshape(batch, length, width)  # -> (B, T, D)
-        if self.out is not None:
-            mixed = self.out(mixed)
-        return x + mixed, weights
+        mixed = weights @ values  # (B, H, T, T) @ (B, H, T, K) -> (B, H, T, K)
+        mixed = mixed.transpose(1, 2).reshape(batch, length, width)  # -> (B, T, H, K) -> (B, T, D)
+        if self.W_O is not None:
+            mixed = self.W_O(mixed)  # (B, T, D) -> (B, T, D)
+        return x + mixed, weights  # the residual: each word moves by what it took in
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Cut each token's vector into ``H`` slices of width ``K = D // H``, one per head.
+
+    ``(B, T, D) -> (B, T, H, K) -> (B, H, T, K)``: each head then sees its own ``(T, K)`` matrix.
+    """
+    batch, length, width = x.shape
+    return x.view(batch, length, n_heads, width // n_heads).transpose(1, 2)
 
 
 class ToyAttentionModel(nn.Module):
+    """Embeddings (+ learned positions), ``n_layers`` :class:`ToyAttentionLayer` s, a readout."""
+
     def __init__(self, config: ToyConfig, generator: torch.Generator | None = None):
         super().__init__()
         self.config = config
@@ -412,6 +436,18 @@ def run(model: ToyAttentionModel, sentence: str) -> tuple[list[str], ToyOutput]:
     ids = torch.tensor([encode(words, model.config.vocabulary)])  # (1, T)
     with torch.no_grad():
         return words, model(ids)
+
+
+def count_correct(model: ToyAttentionModel, examples: Sequence[Example]) -> tuple[int, int]:
+    """How many of the words with a target the model answers right: ``(right, total)``."""
+    right = total = 0
+    for example in examples:
+        _, output = run(model, " ".join(example.words))
+        predicted = output.logits[0].argmax(dim=-1).tolist()  # (T,): the best class per word
+        for guess, target in zip(predicted, example.targets, strict=True):
+            if target != IGNORE:
+                right, total = right + (guess == target), total + 1
+    return right, total
 
 
 def attention_weights(model: ToyAttentionModel, sentence: str) -> tuple[list[str], np.ndarray]:

