@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from playwright.sync_api import Locator, Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-from site_charts import charts
+from site_charts import charts, page_overflow
 from site_server import (
     NODE_MODULES,
     PAGES,
@@ -1028,3 +1028,26 @@ def test_display_math_fits_the_text_column(visits, path):
         }).filter(size => size.right > size.edge + 1)"""
     )
     assert not too_wide, f"{path}: display math wider than the column: {too_wide}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The package's source pages (book/source.py): what a chapter's listing links to
+
+SOURCE_PAGE = "code/transformer_tutorial/model/attention.py.html"
+
+
+@pytest.mark.browser
+def test_a_source_page_loads_fits_a_phone_and_passes_axe(phone_visits, site):
+    """One module's highlighted page at 390 px, in the light and the dark colour scheme; the
+    link checker (make links) has already checked that every listing's link and line anchor
+    lands on such a page."""
+    assert (site / SOURCE_PAGE).is_file(), "the Sphinx extension wrote no source pages"
+    visit = phone_visits(SOURCE_PAGE)
+    page = visit.page
+    problems = [*visit.problems(), page_overflow(page) or ""]
+    found = {"light": _axe_violations(page)}
+    page.emulate_media(color_scheme="dark")
+    found["dark"] = _axe_violations(page, COLOUR_RULES)
+    page.emulate_media(color_scheme="light")
+    problems += [f"{theme}: {line}" for theme, lines in found.items() for line in lines]
+    assert not [p for p in problems if p], f"{SOURCE_PAGE}:\n" + "\n".join(problems)

@@ -92,16 +92,18 @@ PAGE = """<!DOCTYPE html>
 body {{ margin: 0 auto; max-width: 60rem; padding: 1rem; font-family: system-ui, sans-serif;
   background: #ffffff; color: #1a1a1a; }}
 a {{ color: #0b57a4; }}
+h1 {{ font-size: 1.25rem; overflow-wrap: anywhere; }}
 pre {{ font-size: 0.85rem; line-height: 1.45; overflow-x: auto; }}
-.linenos {{ color: #595959; user-select: none; }}
+a:has(> .linenos) {{ text-decoration: none; }}
 :target {{ background: #fff3b0; }}
 {light}
+.highlight span.linenos {{ color: #595959; background: transparent; user-select: none; }}
 @media (prefers-color-scheme: dark) {{
   body {{ background: #14181e; color: #e6e6e6; }}
   a {{ color: #8ab4f8; }}
-  .linenos {{ color: #a0a0a0; }}
   :target {{ background: #4a4000; }}
   {dark}
+  .highlight span.linenos {{ color: #a0a0a0; background: transparent; }}
 }}
 </style>
 </head>

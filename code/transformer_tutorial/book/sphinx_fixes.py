@@ -55,8 +55,10 @@ BOOK_CSS = """\
    theme (widgets/explorer.js), so theirs stays transparent and keeps the column's width. */
 html[data-theme="dark"] .bd-article div.cell_output div.text_html:has(> div.tt-chart) {
   background: transparent; padding: 0; color: var(--pst-color-text-base); }
-/* Package source shown by book.source.show(): the theme's code colours, light and dark. */
-.bd-article div.cell_output div.text_html:has(> div.tt-source) {
+/* Package source shown by book.source.show(): the theme's code colours, light and dark (myst-nb
+   gives dark-mode outputs a light box; the listing keeps the page's background instead). */
+.bd-article div.cell_output div.text_html:has(> div.tt-source),
+html[data-theme="dark"] .bd-article div.cell_output div.text_html:has(> div.tt-source) {
   background: transparent; padding: 0; color: var(--pst-color-text-base); }
 .tt-source-name { font-size: 0.85em; margin: 0 0 0.25rem; }
 .tt-source .highlight pre { margin: 0; }
