@@ -1,34 +1,10 @@
-"""A complete tiny Transformer, trained on CPU in seconds to reverse letter sequences.
+"""Adam, written out: the optimiser the paper trains with (Vaswani et al. 2017, section 5.3).
 
-Source: Vaswani et al. (2017): the model of section 3 and Figure 1 (:mod:`transformer`, built
-with ``kind="encoder-decoder"``), trained as in section 5: teacher forcing with a
-cross-entropy loss, Adam with ``beta_2 = 0.98`` and ``epsilon = 1e-9`` (5.3, :class:`Adam`),
-a learning rate that warms up linearly first. Two things are smaller or different, so that
-training takes seconds: every size (``d_model = 32``, 2 + 2 layers), and the schedule after
-the warm-up (a cosine decay to zero instead of the paper's ``step^-0.5``, so the last steps
-are calm).
-
-The task. The source is a word of 3 to 10 letters followed by ``[END]``; the target is the
-same letters in reverse order, then ``[END]``::
-
-    source        a t t e n t i o n [END]
-    decoder in    [START] n o i t n e t t a          (the target shifted right)
-    decoder out   n o i t n e t t a [END]            (what each position must predict)
-
-Batches hold words of different lengths, padded with ``[PAD]`` (ID 0, which the model's
-masks hide and the loss ignores). Reversal needs every part of the model: the encoder must
-find out how long the word is, and for output letter ``t`` the decoder's cross-attention must
-look at source position ``n - 1 - t``, an anti-diagonal that is easy to see in the weights.
-
-Data. Training words are drawn fresh for every step from a ``torch.Generator``; a fixed
-**held-out** set (drawn once from its own seed) is excluded from them, so the exact-match
-score on it measures words the model has never seen. Initial weights come from their own
-generator, training runs on one thread, and the same config gives the same weights bit for
-bit (:func:`main` retrains and :func:`load_trained_model` loads the shipped result).
-
-The module also holds what chapter 9 shows of the trained model: every tensor's shape on the
-way through (:func:`trace_shapes`), its attention as records for the heatmap explorer
-(:func:`attention_records`) and its next-token probabilities (:func:`next_token_probabilities`).
+Kingma and Ba's update with the paper's ``beta_2 = 0.98`` and ``epsilon = 1e-9`` (and
+``beta_1 = 0.9``): each parameter moves by a running mean of its gradient divided by the square
+root of a running mean of its squared gradient, both corrected for starting at zero. It gives
+the numbers of ``torch.optim.Adam`` (the tests compare them step by step), without its seconds
+of start-up; chapter 9's word-reversal model and the chapters' small trained models use it.
 """
 
 import math

