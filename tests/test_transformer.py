@@ -304,6 +304,24 @@ def test_bert_base_has_exactly_its_published_parameter_count():
     assert count_parameters(bert_base()) == 109_482_240
 
 
+def _reference_count(model_class, config) -> int:
+    """Parameters of a Hugging Face model built from its default config on the meta device
+    (shapes only), each shared tensor counted once, as count_parameters does."""
+    with torch.device("meta"):
+        model = model_class(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_counts_equal_the_hugging_face_reference_models():
+    from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
+
+    # BertConfig() and GPT2Config() default to bert-base-uncased's and gpt2's sizes; BertModel
+    # includes the pooler, GPT2Model has no output layer (it is tied to the embedding anyway).
+    assert BertConfig().hidden_size == 768 and GPT2Config().n_layer == 12
+    assert count_parameters(bert_base()) == _reference_count(BertModel, BertConfig())
+    assert count_parameters(gpt2_small()) == _reference_count(GPT2Model, GPT2Config())
+
+
 @pytest.mark.parametrize(("config", "published"), [(paper_base, 65e6), (paper_big, 213e6)])
 def test_paper_models_are_within_three_percent_of_table_3(config, published):
     # Table 3 rounds to millions and names the vocabulary only as "about 37000" tokens: no single
