@@ -15,8 +15,8 @@ same model into files a web page can load with ONNX Runtime Web:
    apple explorer's anchor-word vectors and a manifest (sizes, SHA-256, the model's shape and
    the error measured against the PyTorch model) into one directory, byte for byte the same on
    every run.
-5. :func:`setup` makes this module a Sphinx extension: after an HTML build it copies those
-   files into ``_static/encoder/``, exported once and then taken from a cache.
+5. :func:`setup` makes this module a Sphinx extension: after an HTML build it writes those
+   files into ``_static/encoder/``.
 
 Why the TorchScript exporter (``dynamo=False``): the ``torch.export``-based exporter refuses the
 book's model, whose embedding layer checks its IDs with ``ids.min() < 0`` (a branch on data,
@@ -34,7 +34,6 @@ Shapes use the package notation: ``T`` tokens, ``D`` = ``d_model`` (384), ``H`` 
 """
 
 import hashlib
-import importlib.metadata
 import io
 import json
 import shutil
@@ -65,8 +64,6 @@ __all__ = [
     "SENTENCES",
     "BrowserEncoder",
     "anchor_data",
-    "cache_key",
-    "cached_export",
     "check_ids",
     "compare",
     "export_onnx",
@@ -126,10 +123,10 @@ def check_ids(ids: torch.Tensor | np.ndarray, max_length: int = 512) -> None:
 class BrowserEncoder(nn.Module):
     """The book's :class:`EncoderOnly`, returning every layer's attention and vectors at once.
 
-    It runs the same modules as ``EncoderOnly.forward`` (``Stack.forward``): the embedding
-    layer, then each encoder layer with ``need_weights=True``. One sentence has no padding, so
-    no mask is built (a mask of all ``True`` would change nothing, and building it would fix
-    ``T`` in the traced graph).
+    It calls the model's own encoder stack (``Stack.forward``) with ``need_weights=True`` and
+    every token marked real: one typed sentence has no padding, so even an ID that happens to
+    be ``[PAD]`` is read as a token, and the mask, built from ``ids``, keeps ``T`` free in the
+    traced graph.
     """
 
     def __init__(self, model: EncoderOnly):
@@ -141,15 +138,10 @@ class BrowserEncoder(nn.Module):
         """``ids`` ``(1, T)`` int64 -> ``attention`` ``(L, H, T, T)`` and ``hidden``
         ``(L + 1, T, D)``, both float32; ``hidden[0]`` is the embedding layer's output."""
         check_ids(ids, self.config.max_length)
-        stack = self.model.encoder
-        x = stack.embeddings(ids)  # (1, T) -> (1, T, D)
-        hidden, attention = [x], []
-        for layer in stack.layers:
-            x, weights = layer(x, None, need_weights=True)  # (1, T, D), (1, H, T, T)
-            hidden.append(x)
-            attention.append(weights)
-        return torch.cat(attention), torch.cat(hidden)  # L x (1, H, T, T) -> (L, H, T, T);
-        # L + 1 x (1, T, D) -> (L + 1, T, D)
+        every_token = torch.ones_like(ids, dtype=torch.bool)  # (1, T)
+        stack = self.model.encoder(ids, every_token, need_weights=True)
+        return torch.cat(stack.self_attention), torch.cat(stack.hidden_states)
+        # L x (1, H, T, T) -> (L, H, T, T); L + 1 x (1, T, D) -> (L + 1, T, D)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,24 +372,6 @@ def anchor_data(encoder: PretrainedEncoder) -> dict:
     }
 
 
-def _tokenizer_settings(encoder: PretrainedEncoder) -> dict:
-    """What a WordPiece tokenizer in JavaScript needs besides ``vocab.txt``."""
-    stored = json.loads((encoder.directory / "tokenizer.json").read_text())
-    wordpiece = stored["model"]
-    normalizer = stored.get("normalizer") or {}
-    token_id = encoder.tokenizer.token_to_id
-    return {
-        "lowercase": normalizer.get("lowercase", True),
-        "strip_accents": normalizer.get("strip_accents"),  # None: as lowercase (BERT's rule)
-        "unk_token": wordpiece["unk_token"],
-        "continuing_subword_prefix": wordpiece["continuing_subword_prefix"],
-        "max_input_chars_per_word": wordpiece["max_input_chars_per_word"],
-        "cls_id": token_id("[CLS]"),
-        "sep_id": token_id("[SEP]"),
-        "unk_id": token_id(wordpiece["unk_token"]),
-    }
-
-
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -463,7 +437,6 @@ def write_browser_files(
                 },
             },
         },
-        "tokenizer": _tokenizer_settings(encoder),
         "files": {
             name: {"bytes": (directory / name).stat().st_size, "sha256": _sha256(directory / name)}
             for name in FILES
@@ -487,65 +460,18 @@ def _round_down(value: float, digits: int = 4) -> float:
 # 5. The Sphinx extension
 # ---------------------------------------------------------------------------------------------
 
-CACHE_DIRECTORY = ".browser_model_cache"  # beside the HTML output: _build/.browser_model_cache
 SITE_DIRECTORY = ("_static", "encoder")  # where the page finds the files: _static/encoder/
 
 
-def cache_key(encoder: PretrainedEncoder) -> str:
-    """A SHA-256 of everything the files depend on: the checkpoint (weights, vocabulary,
-    tokenizer), the source of this module and of the model and study code it runs, and the
-    versions of the libraries that export and measure."""
-    package = Path(__file__).parents[1]
-    sources = [Path(__file__), package / "studies" / "real_model.py",
-               *sorted((package / "model").glob("*.py"))]  # fmt: skip
-    inputs = [
-        encoder.directory / name for name in ("model.safetensors", VOCAB_FILE, "tokenizer.json")
-    ]
-    digest = hashlib.sha256()
-    for path in [*inputs, *sources]:
-        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    for library in ("torch", "onnx", "onnxruntime", "numpy"):
-        digest.update(f"{library}=={importlib.metadata.version(library)}\0".encode())
-    return digest.hexdigest()
-
-
-def cached_export(cache: str | Path) -> Path:
-    """The directory of :data:`FILES` for the current checkpoint and code, under ``cache``:
-    written by :func:`write_browser_files` the first time, reused while :func:`cache_key` is
-    unchanged. Older entries are removed."""
-    encoder = load_pretrained()
-    cache = Path(cache)
-    entry = cache / cache_key(encoder)
-    if all((entry / name).is_file() for name in FILES):
-        return entry
-    cache.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=cache))
-    try:
-        write_browser_files(scratch, encoder)
-    except BaseException:
-        shutil.rmtree(scratch)
-        raise
-    for old in cache.iterdir():
-        if old != scratch:
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
-    scratch.rename(entry)  # the entry appears whole or not at all
-    entry.chmod(0o755)  # mkdtemp made it private
-    return entry
-
-
-def _copy_to_site(app, exception: Exception | None) -> None:
-    """``build-finished``: after a successful HTML build, the files go to ``_static/encoder/``."""
+def _write_to_site(app, exception: Exception | None) -> None:
+    """``build-finished``: after a successful HTML build, export into ``_static/encoder/``
+    (about 9 s; ``make book`` always builds from scratch, so there is nothing to reuse)."""
     if exception is not None or app.builder.name != "html":
         return
-    outdir = Path(app.outdir)
-    source = cached_export(outdir.parent / CACHE_DIRECTORY)
-    target = outdir.joinpath(*SITE_DIRECTORY)
-    target.mkdir(parents=True, exist_ok=True)
-    for name in FILES:
-        shutil.copyfile(source / name, target / name)
+    write_browser_files(Path(app.outdir).joinpath(*SITE_DIRECTORY))
 
 
 def setup(app) -> dict:
     """Sphinx entry point (``sphinx.extra_extensions`` in ``_config.yml``)."""
-    app.connect("build-finished", _copy_to_site)
+    app.connect("build-finished", _write_to_site)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -99,14 +99,15 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     if not present:
         return None
     try:
-        # NumPy's rule is PyTorch's; torch.broadcast_shapes would import SymPy (about 1 s).
-        shape = np.broadcast_shapes(*(tuple(mask.shape) for mask in present))
+        # Checked first, for a clear message. NumPy's rule is PyTorch's; torch.broadcast_shapes
+        # would import SymPy (about 1 s).
+        np.broadcast_shapes(*(tuple(mask.shape) for mask in present))
     except ValueError as error:
         shapes = [tuple(mask.shape) for mask in present]
         raise ValueError(f"masks of shapes {shapes} do not broadcast together") from error
-    combined = torch.ones(shape, dtype=torch.bool)
-    for mask in present:
-        combined = combined & mask  # broadcasts each mask to the common shape
+    combined = present[0]
+    for mask in present[1:]:
+        combined = combined & mask  # (...) & (...) broadcasts to the common shape
     return combined
 
 
