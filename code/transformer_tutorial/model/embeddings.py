@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from torch import nn
 
-from transformer_tutorial.model.files import _require
+from transformer_tutorial.model.checks import check_table, check_token_ids
+from transformer_tutorial.model.files import require_files
 from transformer_tutorial.model.positions import sinusoidal_encoding
 
 __all__ = [
@@ -42,7 +43,7 @@ def load_word_embeddings(directory: str | os.PathLike) -> torch.Tensor:
 
     Only this one tensor is read (safetensors maps the file and copies the slice it needs).
     """
-    directory = _require(directory, ("model.safetensors",))
+    directory = require_files(directory, ("model.safetensors",))
     with safe_open(directory / "model.safetensors", framework="pt") as tensors:
         if WORD_EMBEDDINGS_KEY not in tensors.keys():
             raise ValueError(
@@ -61,8 +62,8 @@ def lookup_by_index(table: torch.Tensor, ids: torch.Tensor | Sequence[int]) -> t
 
     ``table`` is ``E``, ``(vocab, D)``; ``ids`` of any shape ``(...)`` give vectors ``(..., D)``.
     """
-    _check_table(table)
-    ids = _check_ids(ids, table.shape[0])
+    check_table(table)
+    ids = check_token_ids(ids, table.shape[0])
     return table[ids]  # (...) -> (..., D)
 
 
@@ -72,15 +73,15 @@ def lookup_by_one_hot(table: torch.Tensor, ids: torch.Tensor | Sequence[int]) ->
     A one-hot row has a single 1, so the product adds one row of ``E`` to zeros: the result is
     exactly ``E[ids]``, at the cost of ``vocab`` times more multiply-adds.
     """
-    _check_table(table)
-    ids = _check_ids(ids, table.shape[0])
+    check_table(table)
+    ids = check_token_ids(ids, table.shape[0])
     one_hot = F.one_hot(ids, num_classes=table.shape[0]).to(table.dtype)  # (...) -> (..., vocab)
     return one_hot @ table  # (..., vocab) @ (vocab, D) -> (..., D)
 
 
 def embedding_module(table: torch.Tensor, padding_idx: int | None = None) -> nn.Embedding:
     """An ``nn.Embedding`` whose trainable weight is a copy of ``table``, ``(vocab, D)``."""
-    _check_table(table)
+    check_table(table)
     return nn.Embedding.from_pretrained(
         table.detach().clone(), freeze=False, padding_idx=padding_idx
     )
@@ -99,8 +100,8 @@ def input_vectors(
     ``scale_by_sqrt_d_model=True`` for that. ``D`` must be even (one sine and one cosine per
     frequency, see :mod:`transformer_tutorial.model.positions`).
     """
-    _check_table(table)
-    ids = _check_ids(ids, table.shape[0])
+    check_table(table)
+    ids = check_token_ids(ids, table.shape[0])
     if ids.dim() not in (1, 2):
         raise ValueError(f"ids must have shape (T,) or (B, T), got {tuple(ids.shape)}")
     length, d_model = ids.shape[-1], table.shape[1]
@@ -109,24 +110,3 @@ def input_vectors(
         vectors = vectors * math.sqrt(d_model)
     positions = torch.as_tensor(sinusoidal_encoding(length, d_model), dtype=table.dtype)  # (T, D)
     return vectors + positions  # (..., T, D) + (T, D) broadcasts over B
-
-
-def _check_table(table: torch.Tensor) -> None:
-    if not isinstance(table, torch.Tensor) or table.dim() != 2 or 0 in table.shape:
-        shape = tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__
-        raise ValueError(f"table must be a non-empty tensor of shape (vocab, D), got {shape}")
-
-
-def _check_ids(ids: torch.Tensor | Sequence[int], vocab_size: int) -> torch.Tensor:
-    ids = torch.as_tensor(ids)
-    if ids.dtype == torch.bool or ids.dtype.is_floating_point or ids.dtype.is_complex:
-        raise ValueError(f"ids must hold integers, got dtype {ids.dtype}")
-    if ids.numel() == 0:
-        raise ValueError(f"ids is empty (shape {tuple(ids.shape)}): there is no token to look up")
-    low, high = int(ids.min()), int(ids.max())
-    if low < 0 or high >= vocab_size:
-        raise ValueError(
-            f"ids must lie in 0..{vocab_size - 1} (the table has {vocab_size} rows), "
-            f"got values from {low} to {high}"
-        )
-    return ids.to(torch.int64)

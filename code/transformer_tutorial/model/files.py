@@ -20,6 +20,7 @@ __all__ = [
     "ModelFilesError",
     "load_config",
     "model_directory",
+    "require_files",
     "stored_parameter_shapes",
 ]
 
@@ -43,7 +44,7 @@ class ModelFilesError(FileNotFoundError):
         self.missing = missing
 
 
-def _require(directory: str | os.PathLike, names: Sequence[str]) -> Path:
+def require_files(directory: str | os.PathLike, names: Sequence[str]) -> Path:
     """``directory`` as a ``Path`` if it holds every file in ``names``; else ModelFilesError."""
     directory = Path(directory).expanduser()
     if not directory.exists():
@@ -87,12 +88,12 @@ def model_directory(path: str | os.PathLike | None = None) -> Path:
                 MODEL_FILES,
             )
         path = Path(spec.submodule_search_locations[0]) / "model"
-    return _require(path, MODEL_FILES)
+    return require_files(path, MODEL_FILES)
 
 
 def load_config(directory: str | os.PathLike) -> dict:
     """The model's ``config.json`` as a dict (``vocab_size``, ``hidden_size``, ...)."""
-    directory = _require(directory, ("config.json",))
+    directory = require_files(directory, ("config.json",))
     return json.loads((directory / "config.json").read_text())
 
 
@@ -102,7 +103,7 @@ def stored_parameter_shapes(directory: str | os.PathLike) -> dict[str, tuple[int
     Integer tensors (such as ``embeddings.position_ids``, a stored index buffer) are left out:
     they are not learned parameters. Nothing but the header is read.
     """
-    directory = _require(directory, ("model.safetensors",))
+    directory = require_files(directory, ("model.safetensors",))
     shapes = {}
     with safe_open(directory / "model.safetensors", framework="pt") as tensors:
         for key in tensors.keys():

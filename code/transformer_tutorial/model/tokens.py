@@ -23,8 +23,8 @@ from itertools import pairwise
 import torch
 from tokenizers import Tokenizer
 
-from transformer_tutorial.model.checks import check_positive_int
-from transformer_tutorial.model.files import _require
+from transformer_tutorial.model.checks import check_positive_int, check_text
+from transformer_tutorial.model.files import require_files
 
 __all__ = [
     "CLS_TOKEN",
@@ -58,7 +58,7 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     exactly the tokens of the text, and :func:`encode_batch` pads a batch explicitly, to its
     longest sentence.
     """
-    directory = _require(directory, ("tokenizer.json",))
+    directory = require_files(directory, ("tokenizer.json",))
     tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
     tokenizer.no_truncation()
     tokenizer.no_padding()
@@ -67,17 +67,9 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
 
 def load_vocabulary(directory: str | os.PathLike) -> list[str]:
     """The WordPiece vocabulary from ``vocab.txt``: the token with ID ``i`` is entry ``i``."""
-    directory = _require(directory, ("vocab.txt",))
+    directory = require_files(directory, ("vocab.txt",))
     with open(directory / "vocab.txt", encoding="utf-8") as lines:
         return [line.rstrip("\n") for line in lines]
-
-
-def _check_text(text: object, name: str = "text") -> str:
-    if not isinstance(text, str):
-        raise ValueError(f"{name} must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError(f"{name} is empty: there is nothing to tokenize")
-    return text
 
 
 @dataclass(frozen=True)
@@ -105,7 +97,7 @@ def tokenize(tokenizer: Tokenizer, text: str) -> TokenizedText:
     would come back with ``[PAD]`` tokens counted as part of it.
     """
     _check_unpadded(tokenizer)
-    encoding = tokenizer.encode(_check_text(text))
+    encoding = tokenizer.encode(check_text(text))
     return TokenizedText(
         text, tuple(encoding.tokens), tuple(encoding.ids), tuple(encoding.word_ids)
     )
@@ -114,7 +106,7 @@ def tokenize(tokenizer: Tokenizer, text: str) -> TokenizedText:
 def split_words(tokenizer: Tokenizer, text: str) -> list[str]:
     """The words the tokenizer sees before WordPiece: lower-cased, accents stripped, and split
     on spaces and punctuation (``tokenizer.json``'s normalizer and pre-tokenizer)."""
-    normalized = tokenizer.normalizer.normalize_str(_check_text(text))
+    normalized = tokenizer.normalizer.normalize_str(check_text(text))
     return [word for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
 
 
@@ -234,9 +226,7 @@ def encode_batch(tokenizer: Tokenizer, texts: Sequence[str]) -> EncodedBatch:
         raise ValueError("texts must be a sequence of str, got one str: wrap it in a list")
     if len(texts) == 0:
         raise ValueError("texts is empty: give at least one text")
-    encoded = [
-        tokenize(tokenizer, _check_text(text, f"texts[{i}]")) for i, text in enumerate(texts)
-    ]
+    encoded = [tokenize(tokenizer, check_text(text, f"texts[{i}]")) for i, text in enumerate(texts)]
     pad_id = _token_id(tokenizer, PAD_TOKEN)
     length = max(len(item.ids) for item in encoded)  # T
     ids, mask, tokens = [], [], []
@@ -256,7 +246,7 @@ def encode_batch(tokenizer: Tokenizer, texts: Sequence[str]) -> EncodedBatch:
 
 def single_token_id(tokenizer: Tokenizer, word: str) -> int:
     """The ID of ``word`` when the vocabulary holds it as one token; ValueError otherwise."""
-    encoding = tokenizer.encode(_check_text(word, "word"), add_special_tokens=False)
+    encoding = tokenizer.encode(check_text(word, "word"), add_special_tokens=False)
     if len(encoding.ids) != 1:
         raise ValueError(
             f"word {word!r} is not one token of the vocabulary: it splits into {encoding.tokens}"

@@ -23,9 +23,14 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import nn
 
-from transformer_tutorial.model.checks import check_positive_int
-from transformer_tutorial.model.embeddings import _check_ids, _check_table, lookup_by_index
-from transformer_tutorial.model.tokens import _check_text, single_token_id
+from transformer_tutorial.model.checks import (
+    check_positive_int,
+    check_table,
+    check_text,
+    check_token_ids,
+)
+from transformer_tutorial.model.embeddings import lookup_by_index
+from transformer_tutorial.model.tokens import single_token_id
 
 __all__ = [
     "HOW_ARE_YOU",
@@ -89,7 +94,7 @@ HOW_ARE_YOU = WorkedExample()
 def toy_token_ids(text: str, example: WorkedExample = HOW_ARE_YOU) -> list[int]:
     """Split ``text`` on spaces and look each word up in the toy vocabulary (case matters)."""
     vocabulary = dict(zip(example.words, example.ids, strict=True))
-    unknown = [word for word in _check_text(text).split() if word not in vocabulary]
+    unknown = [word for word in check_text(text).split() if word not in vocabulary]
     if unknown:
         raise ValueError(f"words {unknown} are not in the toy vocabulary {list(example.words)}")
     return [vocabulary[word] for word in text.split()]
@@ -123,7 +128,7 @@ def word_similarities(
     tokenizer: Tokenizer, table: torch.Tensor, words: Sequence[str]
 ) -> np.ndarray:
     """Cosine similarity between the table rows of ``words`` (each one token): ``(N, N)``."""
-    _check_table(table)
+    check_table(table)
     if len(words) == 0:
         raise ValueError("words is empty: give at least one word")
     ids = [single_token_id(tokenizer, word) for word in words]
@@ -137,7 +142,7 @@ def nearest_neighbours(
 
     The word itself is left out; ties are broken by the lower token ID.
     """
-    _check_table(table)
+    check_table(table)
     check_positive_int("k", k)
     if k >= table.shape[0]:
         raise ValueError(f"k must be below the vocabulary size {table.shape[0]}, got {k}")
@@ -161,10 +166,10 @@ def random_pair_cosines(
 
     Rows are drawn uniformly from ``candidates`` (all rows when ``None``). Returns ``(pairs,)``.
     """
-    _check_table(table)
+    check_table(table)
     check_positive_int("pairs", pairs)
     pool = torch.arange(table.shape[0]) if candidates is None else torch.as_tensor(candidates)
-    pool = _check_ids(pool, table.shape[0])
+    pool = check_token_ids(pool, table.shape[0])
     if pool.numel() < 2:
         raise ValueError(f"candidates must hold at least 2 IDs, got {pool.numel()}")
     generator = torch.Generator().manual_seed(seed)
@@ -201,7 +206,7 @@ def context_pairs(corpus: Sequence[str], vocabulary: Sequence[str]) -> torch.Ten
     index = {word: i for i, word in enumerate(vocabulary)}
     pairs = []
     for sentence in corpus:
-        words = _check_text(sentence, "every sentence").split()
+        words = check_text(sentence, "every sentence").split()
         unknown = [word for word in words if word not in index]
         if unknown:
             raise ValueError(f"words {unknown} of {sentence!r} are not in the vocabulary")
