@@ -357,11 +357,7 @@ class DecoderLayer(nn.Module):
         encoder output ``(B, S, D)``; ``memory_mask`` broadcastable to ``(B, H, T, S)``.
         Returns ``(B, T, D)``, self-attention weights ``(B, H, T, T)`` and cross-attention
         weights ``(B, H, T, S)`` (``None`` unless ``need_weights``)."""
-        if (memory is None) != (self.cross_attention is None):
-            raise ValueError(
-                "memory (the encoder output, (B, S, D)) must be given exactly when the layer "
-                f"has cross-attention (this one {'has' if self.cross_attention else 'has none'})"
-            )
+        _check_memory(memory, self.cross_attention is not None)
         self_attention = _Recorder(self.self_attention, mask, need_weights)
         x = self.self_attention_block(x, self_attention)  # (B, T, D)
         cross_weights = None
@@ -373,23 +369,23 @@ class DecoderLayer(nn.Module):
         return x, self_attention.weights, cross_weights
 
 
+def _check_memory(memory: torch.Tensor | None, has_cross_attention: bool) -> None:
+    if (memory is None) == has_cross_attention:
+        raise ValueError(
+            "memory (the encoder output, (B, S, D)) must be given exactly when the layer "
+            f"has cross-attention (this one {'has' if has_cross_attention else 'has none'})"
+        )
+
+
+@dataclass
 class _Recorder:
     """Calls an attention layer as a one-argument sub-layer and keeps its weights."""
 
-    def __init__(
-        self,
-        attention: MultiHeadAttention,
-        mask: torch.Tensor | None,
-        need_weights: bool,
-        memory: torch.Tensor | None = None,
-    ):
-        self.attention, self.mask, self.need_weights, self.memory = (
-            attention,
-            mask,
-            need_weights,
-            memory,
-        )
-        self.weights: torch.Tensor | None = None
+    attention: MultiHeadAttention
+    mask: torch.Tensor | None
+    need_weights: bool
+    memory: torch.Tensor | None = None  # keys and values from the encoder (cross-attention)
+    weights: torch.Tensor | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         output, self.weights = self.attention(
