@@ -2,11 +2,12 @@
 
 Used by the browser checks (``tests/test_site_*.py`` through ``tests/conftest.py``). A
 directory (``_build/html``, or a page a test writes) is served on 127.0.0.1 from a thread of the
-test session. Pages load MathJax, RequireJS, the Jupyter widgets manager and Vega from CDNs,
-which the test machines cannot reach: every CDN request is answered from the npm packages pinned
-in ``tests/browser/package.json`` (``npm ci --prefix tests/browser``), so the browser runs the
-same files a reader's browser fetches. A CDN request with no local copy is a problem of the
-visit, naming its URL; any other off-host request is logged and aborted.
+test session. Pages load MathJax, RequireJS, the Jupyter widgets manager, Vega and (on a click in
+a "type any sentence" box) ONNX Runtime Web from CDNs, which the test machines cannot reach:
+every CDN request is answered from the npm packages pinned in ``tests/browser/package.json``
+(``npm ci --prefix tests/browser``), so the browser runs the same files a reader's browser
+fetches. A CDN request with no local copy is a problem of the visit, naming its URL; any other
+off-host request is logged and aborted.
 
 :func:`open_page` opens one page in a fresh browser context and returns a :class:`Visit`: the
 page, everything that went wrong loading it, and every byte it transferred.
@@ -69,6 +70,9 @@ JSDELIVR_PACKAGES = {
     "vega": "build/vega.min.js",
     "vega-lite": "build/vega-lite.min.js",
     "vega-embed": "build/vega-embed.min.js",
+    # only after a click in a "type any sentence" box (typed.js): ort.wasm.min.js, then the
+    # WebAssembly module and its loader, ort-wasm-simd-threaded.{mjs,wasm}
+    "onnxruntime-web": "dist/ort.min.js",
 }
 # Other CDNs: URL prefix -> (npm package, version the URL names, {file in URL: file in package}).
 # cdnjs's require.min.js is its own minified build of RequireJS; npm ships only require.js.
@@ -80,7 +84,13 @@ OTHER_CDN_FILES = {
     ),
 }
 CDN_HOSTS = {"cdn.jsdelivr.net", "cdnjs.cloudflare.com", "unpkg.com"}
-CONTENT_TYPES = {".js": "application/javascript", ".woff": "font/woff", ".woff2": "font/woff2"}
+CONTENT_TYPES = {
+    ".js": "application/javascript",
+    ".mjs": "application/javascript",  # a module script must come with a JavaScript type
+    ".wasm": "application/wasm",  # WebAssembly.instantiateStreaming insists on it
+    ".woff": "font/woff",
+    ".woff2": "font/woff2",
+}
 
 # Every page of the book (test_every_page_is_checked keeps this list complete), and whether it
 # shows math. Each page gets every page check; a new chapter is one more line.

@@ -13,6 +13,7 @@ below sit just above those numbers.
 
 import hashlib
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -205,16 +206,26 @@ class _App:
 
     def __init__(self, outdir, builder="html"):
         self.outdir, self.builder, self.connected = str(outdir), SimpleNamespace(name=builder), []
+        self.js_files = []
 
     def connect(self, event, handler):
         self.connected.append((event, handler))
 
+    def add_js_file(self, filename, **attributes):
+        self.js_files.append((filename, attributes))
+
+
+def _handlers(app: _App) -> dict:
+    assert browser_model.setup(app)["parallel_read_safe"]
+    handlers = dict(app.connected)
+    assert len(handlers) == len(app.connected), f"an event connected twice: {app.connected}"
+    assert set(handlers) == {"builder-inited", "html-page-context", "build-finished"}
+    return handlers
+
 
 def test_sphinx_extension_writes_the_files_after_an_html_build(exported, tmp_path):
     app = _App(tmp_path / "html")
-    assert browser_model.setup(app)["parallel_read_safe"]
-    [(event, handler)] = app.connected
-    assert event == "build-finished"
+    handler = _handlers(app)["build-finished"]
 
     handler(app, RuntimeError("the build failed"))
     handler(_App(tmp_path / "html", builder="latex"), None)
@@ -224,3 +235,26 @@ def test_sphinx_extension_writes_the_files_after_an_html_build(exported, tmp_pat
     site = tmp_path / "html" / "_static" / "encoder"
     for name in FILES:
         assert (site / name).read_bytes() == (exported.directory / name).read_bytes()
+
+
+def test_sphinx_extension_adds_the_box_to_the_pages_that_ask(tmp_path):
+    """Before any page is written, typed.js and wordpiece.js are copied into _static/encoder/
+    (as the package has them); a page whose body has the placeholder loads typed.js, deferred,
+    and a page without it loads nothing more."""
+    app = _App(tmp_path / "html")
+    handlers = _handlers(app)
+    handlers["builder-inited"](_App(tmp_path / "latex", builder="latex"))
+    assert not (tmp_path / "latex").exists()
+    handlers["builder-inited"](app)
+    site = tmp_path / "html" / "_static" / "encoder"
+    package = Path(browser_model.__file__).parents[1] / "views" / "explorers"
+    assert browser_model.PAGE_SCRIPTS == ("typed.js", "wordpiece.js")
+    for name in browser_model.PAGE_SCRIPTS:
+        assert (site / name).read_bytes() == (package / name).read_bytes()
+
+    add_script = handlers["html-page-context"]
+    add_script(app, "chapters/02", "page.html", {"body": "<p>no box here</p>"}, None)
+    assert app.js_files == []
+    body = '<p>Type:</p>\n<div class="tt-typed" data-sentence="an apple"></div>'
+    add_script(app, "chapters/10", "page.html", {"body": body}, None)
+    assert app.js_files == [("encoder/typed.js", {"loading_method": "defer"})]

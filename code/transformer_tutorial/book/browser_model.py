@@ -16,7 +16,9 @@ same model into files a web page can load with ONNX Runtime Web:
    the error measured against the PyTorch model) into one directory, byte for byte the same on
    every run.
 5. :func:`setup` makes this module a Sphinx extension: after an HTML build it writes those
-   files into ``_static/encoder/``.
+   files into ``_static/encoder/``, beside the two scripts that run them (:data:`PAGE_SCRIPTS`:
+   ``typed.js``, the "type any sentence" box, and ``wordpiece.js``, the tokenizer), and it adds
+   ``typed.js`` to each page with a placeholder ``<div class="tt-typed"></div>``, only those.
 
 Why the TorchScript exporter (``dynamo=False``): the ``torch.export``-based exporter refuses the
 book's model, whose embedding layer checks its IDs with ``ids.min() < 0`` (a branch on data,
@@ -61,6 +63,7 @@ __all__ = [
     "MANIFEST_FILE",
     "MODEL_FILE",
     "OPSET",
+    "PAGE_SCRIPTS",
     "SENTENCES",
     "BrowserEncoder",
     "anchor_data",
@@ -461,6 +464,28 @@ def _round_down(value: float, digits: int = 4) -> float:
 # ---------------------------------------------------------------------------------------------
 
 SITE_DIRECTORY = ("_static", "encoder")  # where the page finds the files: _static/encoder/
+PAGE_SCRIPTS = ("typed.js", "wordpiece.js")  # from views/explorers/, copied beside the model
+PLACEHOLDER = 'class="tt-typed"'  # a chapter's markdown asks for the box with this <div>
+
+
+def _copy_scripts(app) -> None:
+    """``builder-inited``: copy :data:`PAGE_SCRIPTS` into ``_static/encoder/`` before any page
+    is written, so that Sphinx stamps the page's link with the file's checksum."""
+    if app.builder.name != "html":
+        return
+    from transformer_tutorial.views import explorers
+
+    directory = Path(app.outdir).joinpath(*SITE_DIRECTORY)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in PAGE_SCRIPTS:
+        shutil.copyfile(Path(explorers.__file__).parent / name, directory / name)
+
+
+def _add_typed_script(app, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """``html-page-context``: a page whose body has a placeholder loads ``typed.js`` (which
+    loads everything else only when the reader asks); no other page loads anything."""
+    if PLACEHOLDER in context.get("body", ""):
+        app.add_js_file("/".join([*SITE_DIRECTORY[1:], PAGE_SCRIPTS[0]]), loading_method="defer")
 
 
 def _write_to_site(app, exception: Exception | None) -> None:
@@ -473,5 +498,7 @@ def _write_to_site(app, exception: Exception | None) -> None:
 
 def setup(app) -> dict:
     """Sphinx entry point (``sphinx.extra_extensions`` in ``_config.yml``)."""
+    app.connect("builder-inited", _copy_scripts)
+    app.connect("html-page-context", _add_typed_script)
     app.connect("build-finished", _write_to_site)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
