@@ -23,6 +23,7 @@ from transformer_tutorial.studies.deep_stacks import (
     train_side_by_side,
     warmup_factor,
 )
+from transformer_tutorial.studies.reproducible import reproducible_training
 
 
 def _generator(seed):
@@ -247,22 +248,23 @@ def test_warm_up_factor_and_run_layout():
 
 
 def _alone(stack, task, training, seed, rate, warmup):
-    """One model trained the ordinary way: an nn.Module and torch.optim.Adam."""
+    """One model trained the ordinary way (an nn.Module and torch.optim.Adam), in float64."""
     model = Classifier(replace(stack, seed=seed), task)
-    optimiser = torch.optim.Adam(
-        model.parameters(), lr=rate, betas=training.betas, eps=training.eps
-    )
     generator = torch.Generator().manual_seed(20_000 + seed)
     losses = []
-    for step in range(1, training.steps + 1):
-        for group in optimiser.param_groups:
-            group["lr"] = rate * warmup_factor(step, warmup)
-        x, labels = task.batch(training.batch_size, training.length, generator)
-        loss = F.cross_entropy(model(x).flatten(0, 1), labels.flatten())
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.item())
+    with reproducible_training(model):
+        optimiser = torch.optim.Adam(
+            model.parameters(), lr=rate, betas=training.betas, eps=training.eps
+        )
+        for step in range(1, training.steps + 1):
+            for group in optimiser.param_groups:
+                group["lr"] = rate * warmup_factor(step, warmup)
+            x, labels = task.batch(training.batch_size, training.length, generator)
+            loss = F.cross_entropy(model(x).flatten(0, 1), labels.flatten())
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            losses.append(loss.item())
     return model, np.array(losses)
 
 
@@ -286,8 +288,8 @@ def test_every_run_equals_training_that_model_alone_with_torch_adam(
                 np.testing.assert_allclose(
                     together.losses[seed_index, rate_index, warmup_index],
                     losses,
-                    rtol=1e-5,
-                    atol=1e-6,
+                    rtol=1e-12,
+                    atol=0,
                 )
                 trained = together.model(seed_index, rate_index, warmup_index)
                 for (name, ours), theirs in zip(
@@ -298,7 +300,7 @@ def test_every_run_equals_training_that_model_alone_with_torch_adam(
                         # ignores: this gradient is rounding noise, and Adam (eps = 1e-9) turns
                         # noise into full-size steps, different for any other order of the sums
                         continue
-                    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5, msg=name)
+                    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7, msg=name)
     losses = together.losses
     assert not np.allclose(losses[0, 0, 0], losses[0, 1, 0])  # the rate matters
     assert not np.allclose(losses[0, 0, 0], losses[1, 0, 0])  # so does the seed

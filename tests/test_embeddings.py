@@ -701,7 +701,7 @@ def run():
 
 def test_training_lowers_the_loss(run):
     assert len(run.losses) == 50
-    assert run.losses[0] > 3.0 and run.losses[-1] < 1.25
+    assert run.losses[0] > math.log(len(run.vocabulary)) and run.losses[-1] < 1.25  # from guessing
     assert all(later < earlier for earlier, later in zip(run.losses, run.losses[1:], strict=False))
 
 
@@ -722,7 +722,7 @@ def test_words_with_the_same_contexts_end_up_similar(run):
     same = [("cat", "dog"), ("car", "bus"), ("sleeps", "eats"), ("drives", "stops")]
     before = np.mean([run.cosine(a, b, after=False) for a, b in same])
     after = np.mean([run.cosine(a, b) for a, b in same])
-    assert after > 0.8 and after > before + 0.5
+    assert after > 0.85 and after > before + 0.2  # how far below it starts depends on the seed
     assert run.cosine("cat", "dog") > 0.7 > 0 > run.cosine("cat", "car")
 
 

@@ -118,7 +118,7 @@ def test_head_count_is_part_of_the_trained_model(four_heads):
     regrouped = ToyModel(dataclasses.replace(four_heads.model.config, num_heads=2))
     regrouped.load_state_dict(four_heads.model.state_dict())  # same shapes, so this loads
     accuracy = task_accuracy(regrouped.eval())
-    assert accuracy["previous"] < 0.6 and accuracy["next"] < 0.6, accuracy
+    assert sum(share < 0.7 for share in accuracy.values()) >= 2, accuracy  # four heads: > 0.95
 
 
 def test_head_task_weights_of_an_untrained_model_are_near_uniform():

@@ -311,16 +311,24 @@ def test_translate_refuses_bad_input(shipped):
         translate(shipped, ["ab c"])
 
 
-def test_retraining_reproduces_the_shipped_files_bit_for_bit(tmp_path, capsys):
-    """`python -m transformer_tutorial.studies.reversal` again: the same bytes (about 30 s)."""
+def test_retraining_reproduces_the_shipped_files(tmp_path, capsys):
+    """`python -m transformer_tutorial.studies.reversal` again (about 30 s): bit for bit on the
+    machine that made the files; on any other, weights within float32 rounding and the same
+    log, because training runs in float64 (studies/reproducible.py)."""
     assert reversal.main(["--output", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "held-out exact match: " in printed
     score = float(printed.split("held-out exact match: ")[1].split("%")[0]) / 100
     assert score >= 0.99
-    for name in (reversal.WEIGHTS_FILE, reversal.LOG_FILE):
-        shipped_bytes = (reversal.WEIGHTS_DIR / name).read_bytes()
-        assert (tmp_path / name).read_bytes() == shipped_bytes, f"{name} differs"
+    retrained, shipped = load_trained_model(tmp_path), load_trained_model()
+    for (name, mine), theirs in zip(
+        retrained.state_dict().items(), shipped.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(mine, theirs, rtol=1e-6, atol=1e-7, msg=name)
+    mine, theirs = load_training_log(tmp_path), load_training_log()
+    assert mine.exact_match == theirs.exact_match and mine.eval_steps == theirs.eval_steps
+    assert mine.learning_rates == theirs.learning_rates
+    assert mine.losses == pytest.approx(theirs.losses, rel=1e-6)
 
 
 # --- What chapter 9 shows -------------------------------------------------------------------

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from transformer_tutorial.model.checks import check_positive_int
+from transformer_tutorial.model.draws import uniform
 
 __all__ = [
     "SelfAttention",
@@ -164,7 +165,8 @@ def linear(
     """An ``nn.Linear`` initialised like PyTorch's default, from ``generator``.
 
     Weight and bias ~ U(-1/sqrt(d_in), 1/sqrt(d_in)), as ``nn.Linear(d_in, d_out)`` draws them,
-    but from ``generator``: library code never touches the global random state.
+    but from ``generator`` (library code never touches the global random state) and in float64
+    first (:mod:`~transformer_tutorial.model.draws`: the same weights on every processor).
     """
     # nn.Linear draws its own initial weights from the global generator: let it, on a forked
     # copy of that generator's state, which is restored afterwards. (Building on the "meta"
@@ -173,9 +175,9 @@ def linear(
         layer = nn.Linear(d_in, d_out, bias=bias)
     bound = 1.0 / math.sqrt(d_in)
     with torch.no_grad():
-        layer.weight.uniform_(-bound, bound, generator=generator)  # (out, in)
+        layer.weight.copy_(uniform(layer.weight.shape, bound, generator))  # (out, in)
         if layer.bias is not None:
-            layer.bias.uniform_(-bound, bound, generator=generator)  # (out,)
+            layer.bias.copy_(uniform(layer.bias.shape, bound, generator))  # (out,)
     return layer
 
 

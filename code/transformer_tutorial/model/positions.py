@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from transformer_tutorial.model.checks import check_positive_int
+from transformer_tutorial.model.draws import normal
 
 __all__ = [
     "LearnedPositionalEmbedding",
@@ -121,7 +122,7 @@ class LearnedPositionalEmbedding(nn.Module):
         )
         with torch.no_grad():  # BERT and GPT-2 both start from N(0, 0.02^2)
             if not self.embedding.weight.is_meta:  # shapes only (parameter counting)
-                self.embedding.weight.normal_(0.0, 0.02, generator=generator)
+                self.embedding.weight.copy_(normal(self.embedding.weight.shape, 0.02, generator))
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

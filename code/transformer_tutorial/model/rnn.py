@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from transformer_tutorial.model.checks import check_positive_int
+from transformer_tutorial.model.draws import uniform
 
 __all__ = [
     "Nonlinearity",
@@ -91,7 +92,7 @@ class TanhRNN(nn.Module):
         bound = 1.0 / math.sqrt(hidden)
         with torch.no_grad():
             for parameter in self.parameters():
-                parameter.uniform_(-bound, bound, generator=generator)
+                parameter.copy_(uniform(parameter.shape, bound, generator))
 
     def step(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> torch.Tensor:
         """:func:`rnn_step` with this layer's weights: ``x_t`` ``(B, E)``, ``h_prev`` ``(B, D)``."""

@@ -32,6 +32,7 @@ from torch import nn
 
 from transformer_tutorial.model.attention import linear
 from transformer_tutorial.model.checks import check_positive_int
+from transformer_tutorial.model.draws import normal
 from transformer_tutorial.model.feed_forward import Activation, FeedForward, FeedForwardConfig
 from transformer_tutorial.model.masks import causal_mask, combine_masks
 from transformer_tutorial.model.multi_head import (
@@ -219,7 +220,7 @@ def _embedding_table(
     table = nn.Embedding(rows, d_model, _weight=torch.empty(rows, d_model))  # no global draw
     if not table.weight.is_meta:  # on "meta" (counting) there is nothing to fill, and
         with torch.no_grad():  # normal_ there would import torch._dynamo: 2-5 s, measured
-            table.weight.normal_(0.0, std, generator=generator)
+            table.weight.copy_(normal((rows, d_model), std, generator))
     return table
 
 

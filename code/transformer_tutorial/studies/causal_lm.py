@@ -27,6 +27,7 @@ from torch import nn
 from transformer_tutorial.model.checks import check_positive_int
 from transformer_tutorial.model.optim import Adam
 from transformer_tutorial.model.transformer import DecoderOnly, TransformerConfig
+from transformer_tutorial.studies.reproducible import reproducible_training
 
 __all__ = [
     "HELD_OUT_TEXT",
@@ -198,20 +199,19 @@ def train_char_lm(
     ``causal=False`` trains the same model, from the same initial weights on the same windows,
     without the look-ahead mask: the model that cheats. The loss recorded at each step is the
     one the optimiser sees (computed with or without the mask, as trained). Runs on one thread
-    (restoring the caller's setting), so the same config gives the same model bit for bit.
+    in float64 (restoring the caller's settings), so the same config gives the same model on
+    every computer: see :mod:`~transformer_tutorial.studies.reproducible`.
     """
     ids = vocabulary.encode(text)  # (N,)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = DecoderOnly(
-            config.transformer_config(len(vocabulary)),
-            generator=torch.Generator().manual_seed(config.seed),
-        )
-        windows = torch.Generator().manual_seed(config.seed + 1)
+    model = DecoderOnly(
+        config.transformer_config(len(vocabulary)),
+        generator=torch.Generator().manual_seed(config.seed),
+    )
+    windows = torch.Generator().manual_seed(config.seed + 1)
+    training = LMTraining(model, config, causal, vocabulary)
+    model.train()
+    with reproducible_training(model):  # float64, one thread: the same model on every computer
         optimiser = Adam(model.parameters(), lr=config.learning_rate)
-        training = LMTraining(model, config, causal, vocabulary)
-        model.train()
         for _ in range(config.steps):
             inputs, targets = training_windows(ids, config.context, config.batch_size, windows)
             loss = next_token_loss(model(inputs, causal=causal).logits, targets)
@@ -219,10 +219,8 @@ def train_char_lm(
             loss.backward()
             optimiser.step()
             training.losses.append(loss.item())
-        model.eval()
-        return training
-    finally:
-        torch.set_num_threads(threads)
+    model.eval()
+    return training
 
 
 @dataclass(frozen=True)

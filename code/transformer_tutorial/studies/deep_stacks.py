@@ -31,9 +31,11 @@ from torch.nn import functional as F
 
 from transformer_tutorial.model.attention import linear
 from transformer_tutorial.model.checks import check_positive_int
+from transformer_tutorial.model.draws import normal
 from transformer_tutorial.model.feed_forward import FeedForward, FeedForwardConfig
 from transformer_tutorial.model.multi_head import MultiHeadAttention, MultiHeadConfig
 from transformer_tutorial.model.norm import LayerNorm, SublayerConfig, SublayerConnection
+from transformer_tutorial.studies.reproducible import reproducible_training
 
 __all__ = [
     "ARRANGEMENTS",
@@ -296,7 +298,7 @@ class TeacherTask:
         sizes = ((self.d_in, self.hidden, 2.0), (self.hidden, self.hidden, 2.0))
         sizes += ((self.hidden, self.num_classes, 1.0),)
         self.weights = tuple(
-            torch.randn(rows, columns, generator=generator) * gain / math.sqrt(rows)
+            normal((rows, columns), gain / math.sqrt(rows), generator)
             for rows, columns, gain in sizes
         )  # (d_in, hidden), (hidden, hidden), (hidden, classes)
 
@@ -304,8 +306,9 @@ class TeacherTask:
         """Classes ``(...)`` of the vectors ``x`` ``(..., d_in)``."""
         if x.dim() == 0 or x.shape[-1] != self.d_in:
             raise ValueError(f"x must have shape (..., d_in) = (..., {self.d_in}), got {x.shape}")
-        hidden = torch.tanh(torch.tanh(x @ self.weights[0]) @ self.weights[1])  # (..., hidden)
-        return (hidden @ self.weights[2]).argmax(dim=-1)  # (..., classes) -> (...)
+        w_1, w_2, w_3 = (weight.to(x.dtype) for weight in self.weights)  # float64 in training
+        hidden = torch.tanh(torch.tanh(x @ w_1) @ w_2)  # (..., hidden)
+        return (hidden @ w_3).argmax(dim=-1)  # (..., classes) -> (...)
 
     def batch(
         self, batch_size: int, length: int, generator: torch.Generator
@@ -412,24 +415,20 @@ def train_side_by_side(
     Run ``(s, r, w)`` starts from the weights of seed ``s`` (the arrangement draws no random
     numbers, so post-LN and pre-LN stacks of the same seed start from the same weights) and sees
     the batches of seed ``s``; only the learning-rate schedule differs within a seed. Every run
-    is the same as training that model alone with ``torch.optim.Adam(betas, eps)`` (the tests
-    check it); they are batched with ``torch.func.vmap`` over a ``(runs, P)`` matrix of
+    is the same as training that model alone with ``torch.optim.Adam(betas, eps)`` in float64
+    (the tests check it); they are batched with ``torch.func.vmap`` over a ``(runs, P)`` matrix of
     flattened weights because one batched step costs far less than ``runs`` small ones on a CPU.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small matrices: threads cost more than they save; fixed sum order
-    try:
-        return _train_side_by_side(stack, task, training)
-    finally:
-        torch.set_num_threads(threads)
+    models = [Classifier(replace(stack, seed=seed), task) for seed in training.seeds]
+    with reproducible_training(*models):  # float64, one thread: the same runs on every computer
+        return _train_side_by_side(models, stack, task, training)
 
 
 def _train_side_by_side(
-    stack: StackConfig, task: TeacherTask, training: TrainingConfig
+    models: list[Classifier], stack: StackConfig, task: TeacherTask, training: TrainingConfig
 ) -> SideBySide:
     seeds, rates, warmups = training.seeds, training.learning_rates, training.warmup_steps
     per_seed = len(rates) * len(warmups)  # runs that share a seed: its weights and its data
-    models = [Classifier(replace(stack, seed=seed), task) for seed in seeds]
     names = [name for name, _ in models[0].named_parameters()]
     shapes = [parameter.shape for parameter in models[0].parameters()]
     sizes = [parameter.numel() for parameter in models[0].parameters()]
@@ -471,4 +470,4 @@ def _train_side_by_side(
             denominator = second_moment.sqrt() / math.sqrt(1 - beta_2**step) + training.eps
             flat.sub_(step_size * first_moment / denominator)
     curves = torch.stack(losses, dim=1).view(*training.shape, training.steps)  # (S, R, W, steps)
-    return SideBySide(stack, task, training, curves.numpy(), flat.detach())
+    return SideBySide(stack, task, training, curves.numpy(), flat.detach().float())

@@ -36,6 +36,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from transformer_tutorial.model.draws import normal
+from transformer_tutorial.studies.reproducible import reproducible_training
+
 __all__ = [
     "ANCHORS",
     "APPLE_PRESETS",
@@ -335,9 +338,7 @@ class ToyAttentionModel(nn.Module):
                     parameter.mul_(bound)
                 else:
                     parameter.zero_()
-            self.embedding.weight.copy_(
-                torch.randn(self.embedding.weight.shape, generator=generator) * 0.3
-            )
+            self.embedding.weight.copy_(normal(self.embedding.weight.shape, 0.3, generator))
             for word, point in config.initial_points.items():
                 self.embedding.weight[config.vocabulary.index(word)] = torch.tensor(point)
 
@@ -389,17 +390,20 @@ def train_toy_model(
             raise ValueError(f"{example.words}: one target per word needed")
     model = ToyAttentionModel(config, torch.Generator().manual_seed(seed))
     ids, targets = _batch(examples, config.vocabulary)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=weight_decay)
     losses = []
-    for _ in range(steps):
-        logits = model(ids).logits  # (B, T, n_outputs)
-        loss = nn.functional.cross_entropy(
-            logits.reshape(-1, config.n_outputs), targets.reshape(-1), ignore_index=IGNORE
+    with reproducible_training(model):  # float64, one thread: the same model on every computer
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=learning_rate, weight_decay=weight_decay
         )
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        for _ in range(steps):
+            logits = model(ids).logits  # (B, T, n_outputs)
+            loss = nn.functional.cross_entropy(
+                logits.reshape(-1, config.n_outputs), targets.reshape(-1), ignore_index=IGNORE
+            )
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
     model.eval()
     return model, losses
 

@@ -37,6 +37,7 @@ from transformer_tutorial.model.feed_forward import FeedForward, FeedForwardConf
 from transformer_tutorial.model.multi_head import MultiHeadAttention, MultiHeadConfig
 from transformer_tutorial.model.optim import Adam
 from transformer_tutorial.model.transformer import EncoderOnly, TransformerConfig
+from transformer_tutorial.studies.reproducible import reproducible_training
 
 __all__ = [
     "ANIMALS",
@@ -189,7 +190,7 @@ def all_patterns(bits: int) -> torch.Tensor:
     check_positive_int("bits", bits)
     index = torch.arange(2**bits)[:, None]  # (N, 1)
     set_bits = (index >> torch.arange(bits)) & 1  # (N, bits)
-    return set_bits.float() * 2 - 1
+    return torch.where(set_bits == 1, 1.0, -1.0)  # in the default dtype
 
 
 def truth_table(config: TokenTaskConfig) -> torch.Tensor:
@@ -268,25 +269,14 @@ class Training:
     losses: list[float] = field(default_factory=list)
 
 
-def _single_thread(train: Callable[[], Training]) -> Training:
-    """Run ``train`` on one thread, restoring the caller's setting: for models this small,
-    threads cost more than they save, and one thread makes every run bit-for-bit the same."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return train()
-    finally:
-        torch.set_num_threads(threads)
-
-
 def train_token_model(config: TokenTaskConfig) -> Training:
-    """Train a fresh :class:`TokenMixer` with Adam on fresh random sequences (seeded, CPU)."""
-
-    def train() -> Training:
-        generator = torch.Generator().manual_seed(config.seed)
-        model = TokenMixer(config, generator=generator)
+    """Train a fresh :class:`TokenMixer` with Adam on fresh random sequences (seeded, CPU; in
+    float64 on one thread: see :mod:`~transformer_tutorial.studies.reproducible`)."""
+    generator = torch.Generator().manual_seed(config.seed)
+    model = TokenMixer(config, generator=generator)
+    training = Training(model)
+    with reproducible_training(model):
         optimiser = Adam(model.parameters(), lr=config.learning_rate)  # = torch.optim.Adam
-        training = Training(model)
         for _ in range(config.steps):
             features, targets = token_batch(config, config.batch_size, config.length, generator)
             logits, _ = model(features)  # (B, T, 2)
@@ -295,13 +285,10 @@ def train_token_model(config: TokenTaskConfig) -> Training:
             loss.backward()
             optimiser.step()
             training.losses.append(loss.item())
-        model.eval()
-        return training
-
-    return _single_thread(train)
+    model.eval()
+    return training
 
 
-@torch.no_grad()
 def token_accuracy(
     model: TokenMixer, length: int | None = None, batch_size: int = 256, seed: int = 12345
 ) -> float:
@@ -418,11 +405,11 @@ def train_sentence_model(config: SentenceConfig) -> Training:
     model_config = config.transformer_config()  # checks the sizes before anything is drawn
     check_positive_int("steps", config.steps)
 
-    def train() -> Training:
-        model = EncoderOnly(model_config, generator=torch.Generator().manual_seed(config.seed))
+    model = EncoderOnly(model_config, generator=torch.Generator().manual_seed(config.seed))
+    ids, answers = sentence_data()
+    training = Training(model)
+    with reproducible_training(model):  # float64, one thread: the same model on every computer
         optimiser = Adam(model.parameters(), lr=config.learning_rate)  # = torch.optim.Adam
-        ids, answers = sentence_data()
-        training = Training(model)
         for _ in range(config.steps):
             logits = model(ids).logits[:, -1]  # (16, 3, V) -> (16, V): at the verb
             loss = nn.functional.cross_entropy(logits, answers)
@@ -430,10 +417,8 @@ def train_sentence_model(config: SentenceConfig) -> Training:
             loss.backward()
             optimiser.step()
             training.losses.append(loss.item())
-        model.eval()
-        return training
-
-    return _single_thread(train)
+    model.eval()
+    return training
 
 
 @dataclass

@@ -29,9 +29,11 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from transformer_tutorial.model.checks import check_positive_int
+from transformer_tutorial.model.draws import float64_draws
 from transformer_tutorial.model.optim import Adam
 from transformer_tutorial.model.positions import PositionalConfig, SinusoidalPositionalEncoding
 from transformer_tutorial.model.rnn import RNNConfig, TanhRNN, torch_lstm, torch_rnn
+from transformer_tutorial.studies.reproducible import reproducible_training
 
 __all__ = [
     "AttentionClassifier",
@@ -282,12 +284,14 @@ class RecurrentClassifier(nn.Module):
     def __init__(self, config: RecurrentClassifierConfig, seed: int = 0):
         super().__init__()
         self.config = config
-        with torch.random.fork_rng(devices=[]):  # PyTorch's layers draw from the global RNG
+        # PyTorch's layers draw from the global generator: seed a copy of it, and draw in float64
+        with torch.random.fork_rng(devices=[]), float64_draws():
             torch.manual_seed(seed)
             self.embedding = nn.Embedding(config.vocab_size, config.embedding_size)
             sizes = RNNConfig(config.embedding_size, config.hidden_size)
             self.recurrent = torch_rnn(sizes) if config.kind == "rnn" else torch_lstm(sizes)
             self.classify = nn.Linear(config.hidden_size, config.n_classes)
+        self.float()  # the same float32 weights on every processor
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens`` ``(B, T)`` -> class scores ``(B, C)``."""
@@ -325,13 +329,15 @@ class AttentionClassifier(nn.Module):
         self.positions = SinusoidalPositionalEncoding(
             PositionalConfig(d_model=config.d_model, max_len=config.max_len)
         )
-        with torch.random.fork_rng(devices=[]):  # PyTorch's layers draw from the global RNG
+        # PyTorch's layers draw from the global generator: seed a copy of it, and draw in float64
+        with torch.random.fork_rng(devices=[]), float64_draws():
             torch.manual_seed(seed)
             self.embedding = nn.Embedding(config.vocab_size, config.d_model)
             self.query = nn.Linear(config.d_model, config.d_model)  # W_Q (D, K) with K = D
             self.key = nn.Linear(config.d_model, config.d_model)  # W_K
             self.value = nn.Linear(config.d_model, config.d_model)  # W_V
             self.classify = nn.Linear(config.d_model, config.n_classes)
+        self.float()  # the same float32 weights on every processor
         with torch.no_grad():  # start by attending uniformly: every score 0, every weight 1/T,
             self.query.weight.zero_()  # so no position's gradient starts out saturated away
             self.query.bias.zero_()
@@ -376,19 +382,23 @@ def train_classifier(
     model: nn.Module, task: RecallTaskConfig, train: TrainConfig, generator: torch.Generator
 ) -> list[float]:
     """Train ``model`` on fresh recall batches with Adam and cross-entropy, the gradient's norm
-    clipped (Pascanu et al. 2013, section 3.2); returns the loss of every step."""
-    optimiser = Adam(model.parameters(), lr=train.learning_rate)  # = torch.optim.Adam, bit for bit
+    clipped (Pascanu et al. 2013, section 3.2); returns the loss of every step. Trains in
+    float64 on one thread: see :mod:`~transformer_tutorial.studies.reproducible`."""
     losses = []
     model.train()
-    for _ in range(train.steps):
-        batch = recall_batch(task, train.batch_size, generator)
-        scores = model(batch.tokens)  # (B, T) -> (B, C)
-        loss = F.cross_entropy(scores, batch.targets)
-        optimiser.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), train.clip_norm)
-        optimiser.step()
-        losses.append(loss.item())
+    with reproducible_training(model):
+        optimiser = Adam(
+            model.parameters(), lr=train.learning_rate
+        )  # = torch.optim.Adam, bit for bit
+        for _ in range(train.steps):
+            batch = recall_batch(task, train.batch_size, generator)
+            scores = model(batch.tokens)  # (B, T) -> (B, C)
+            loss = F.cross_entropy(scores, batch.targets)
+            optimiser.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), train.clip_norm)
+            optimiser.step()
+            losses.append(loss.item())
     model.eval()
     return losses
 

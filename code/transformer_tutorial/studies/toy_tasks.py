@@ -29,9 +29,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from transformer_tutorial.model.draws import normal
 from transformer_tutorial.model.multi_head import MultiHeadAttention, MultiHeadConfig
 from transformer_tutorial.model.optim import Adam
 from transformer_tutorial.studies.records import AttentionRecord
+from transformer_tutorial.studies.reproducible import reproducible_training
 
 __all__ = [
     "ALPHABET",
@@ -119,13 +121,13 @@ class ToyModel(nn.Module):
         self.config = config
         generator = torch.Generator().manual_seed(config.seed)
         d_model = config.d_model
-        self.letters = nn.Parameter(torch.randn(len(ALPHABET), d_model, generator=generator))
-        self.positions = nn.Parameter(torch.randn(config.max_len, d_model, generator=generator))
+        self.letters = nn.Parameter(normal((len(ALPHABET), d_model), 1.0, generator))
+        self.positions = nn.Parameter(normal((config.max_len, d_model), 1.0, generator))
         self.attention = MultiHeadAttention(
             MultiHeadConfig(d_model, config.num_heads), generator=generator
         )
         self.readout = nn.Parameter(  # one (D, 26) read-out matrix per fact
-            torch.randn(len(TASKS), d_model, len(ALPHABET), generator=generator) / d_model**0.5
+            normal((len(TASKS), d_model, len(ALPHABET)), d_model**-0.5, generator)
         )
 
     def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,34 +158,27 @@ def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def train_toy_model(config: ToyConfig) -> ToyTraining:
-    """Train a fresh :class:`ToyModel` with Adam on fresh random batches (seeded, CPU).
-
-    Runs on one thread (and restores the caller's setting afterwards): for matrices this small,
-    threads cost more than they save, and one thread keeps every sum in the same order, so the
-    same config gives the same model bit for bit.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _train(config)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _train(config: ToyConfig) -> ToyTraining:
+    """Train a fresh :class:`ToyModel` with Adam on fresh random batches (seeded, CPU; in
+    float64 on one thread, so every computer gets the same model: see
+    :mod:`~transformer_tutorial.studies.reproducible`)."""
     model = ToyModel(config)
     generator = torch.Generator().manual_seed(config.seed + 1)
-    optimiser = Adam(model.parameters(), lr=config.learning_rate)  # = torch.optim.Adam, bit for bit
     training = ToyTraining(model)
-    for _ in range(config.steps):
-        length = int(torch.randint(config.min_len, config.max_len + 1, (1,), generator=generator))
-        batch = make_batch(config.batch_size, length, generator)
-        logits, _ = model(batch.tokens)
-        loss = _loss(logits, batch.targets)
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        training.losses.append(loss.item())
+    with reproducible_training(model):
+        optimiser = Adam(
+            model.parameters(), lr=config.learning_rate
+        )  # = torch.optim.Adam, bit for bit
+        for _ in range(config.steps):
+            length = int(
+                torch.randint(config.min_len, config.max_len + 1, (1,), generator=generator)
+            )
+            batch = make_batch(config.batch_size, length, generator)
+            logits, _ = model(batch.tokens)
+            loss = _loss(logits, batch.targets)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            training.losses.append(loss.item())
     model.eval()
     return training
 

@@ -29,8 +29,10 @@ from transformer_tutorial.model.checks import (
     check_text,
     check_token_ids,
 )
+from transformer_tutorial.model.draws import normal
 from transformer_tutorial.model.embeddings import lookup_by_index
 from transformer_tutorial.model.tokens import single_token_id
+from transformer_tutorial.studies.reproducible import reproducible_training
 
 __all__ = [
     "HOW_ARE_YOU",
@@ -247,10 +249,10 @@ class SkipGram(nn.Module):
         check_positive_int("d_model", d_model)
         # Both matrices are drawn here from ``generator``: nn.Embedding's and nn.Linear's own
         # constructors would draw from (and advance) PyTorch's global generator.
-        table = torch.randn(vocab_size, d_model, generator=generator)  # (vocab, D): N(0, 1)
+        table = normal((vocab_size, d_model), 1.0, generator)  # (vocab, D): N(0, 1)
         self.embedding = nn.Embedding.from_pretrained(table, freeze=False)  # (vocab, D)
         scale = d_model**-0.5  # scores start near 1 in size whatever d_model is
-        self.output = nn.Parameter(torch.randn(vocab_size, d_model, generator=generator) * scale)
+        self.output = nn.Parameter(normal((vocab_size, d_model), scale, generator))
 
     def forward(self, centre_ids: torch.Tensor) -> torch.Tensor:
         """``(N,)`` word IDs -> ``(N, vocab)`` scores (logits) for the word beside each one."""
@@ -309,12 +311,13 @@ def train_skip_gram(
     model = SkipGram(len(vocabulary), config.d_model, generator)
     initial = model.embedding.weight.detach().clone()  # (vocab, D)
     losses, first_gradient, first_output_gradient = [], None, None
-    for step in range(config.steps):
-        loss = skip_gram_step(model, pairs, config.learning_rate)
-        if step == 0:  # the gradients of the first step, still held in .grad
-            first_gradient = model.embedding.weight.grad.detach().clone()  # (vocab, D)
-            first_output_gradient = model.output.grad.detach().clone()  # (vocab, D)
-        losses.append(loss.item())
+    with reproducible_training(model):  # float64, one thread: the same table on every computer
+        for step in range(config.steps):
+            loss = skip_gram_step(model, pairs, config.learning_rate)
+            if step == 0:  # the gradients of the first step, still held in .grad
+                first_gradient = model.embedding.weight.grad.detach().float()  # (vocab, D)
+                first_output_gradient = model.output.grad.detach().float()  # (vocab, D)
+            losses.append(loss.item())
     return SkipGramRun(
         vocabulary=tuple(vocabulary),
         model=model,
