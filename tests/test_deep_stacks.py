@@ -57,6 +57,7 @@ def test_config_defaults_and_final_norm():
         ({"d_model": 30, "num_heads": 4}, "does not divide d_model"),
         ({"d_ff": 0}, "d_ff must be a positive int"),
         ({"seed": -1}, "seed must be a non-negative int"),
+        ({"init": "xavier"}, "init must be one of"),
     ],
 )
 def test_config_rejects_bad_values(changes, message):
@@ -104,6 +105,29 @@ def test_a_deeper_stack_starts_with_the_shallower_one(sublayers):
     torch.testing.assert_close(deep.residual_stream(x, 3)[-1], shallow(x), rtol=0, atol=0)
     other_seed = DeepStack(StackConfig("post-LN", 3, 8, 2, sublayers=sublayers, seed=5))
     assert not torch.allclose(other_seed(x), shallow(x))
+
+
+@pytest.mark.parametrize("sublayers", ["attention+ffn", "ffn"])
+def test_unit_variance_init_keeps_the_size_of_the_calibration_batch(sublayers):
+    config = StackConfig("plain", 5, 8, 2, sublayers=sublayers, seed=3, init="unit variance")
+    stack = DeepStack(config).double()
+    calibration = torch.randn((8, 16, 8), generator=_generator(20_003), dtype=torch.float64)
+    sizes = [state.norm().item() for state in stack.residual_stream(calibration)]
+    np.testing.assert_allclose(sizes, sizes[0], rtol=1e-5)  # float32 weights: not exactly
+    default = DeepStack(replace(config, init="default")).double()
+    assert default.residual_stream(calibration)[-1].norm() < 0.5 * sizes[0]  # it shrinks
+    for mine, theirs in zip(stack.layers, default.layers, strict=True):  # only W_O, W_2 change
+        torch.testing.assert_close(mine.feed_forward.W_1.weight, theirs.feed_forward.W_1.weight)
+        factor = mine.feed_forward.W_2.weight / theirs.feed_forward.W_2.weight
+        torch.testing.assert_close(factor, torch.full_like(factor, factor[0, 0].item()))
+        torch.testing.assert_close(
+            mine.feed_forward.W_2.bias, theirs.feed_forward.W_2.bias * factor[0, 0]
+        )
+    deeper = DeepStack(replace(config, num_layers=7)).double()  # a prefix: the same weights
+    torch.testing.assert_close(
+        deeper.residual_stream(calibration, 5)[-1], stack(calibration), rtol=0, atol=0
+    )
+    assert next(DeepStack(config).parameters()).dtype == torch.float32
 
 
 def test_residual_stream_shapes_and_errors():

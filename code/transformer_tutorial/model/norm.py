@@ -12,8 +12,9 @@ Sources:
 
   with the mean and the *biased* variance (divide by ``D``) taken over the ``D`` features of
   that one token, so the result depends neither on the batch nor on the other positions.
-- Radford et al. (2019, GPT-2) and Xiong et al. (2020) for pre-LN, ``x + Sublayer(LayerNorm(x))``,
-  which leaves the residual path free of normalisation.
+- Pre-LN, ``x + Sublayer(LayerNorm(x))``: in the tensor2tensor code (Vaswani et al. 2018),
+  Baevski and Auli (2019) and Child et al. (2019), made common by GPT-2 (Radford et al. 2019),
+  analysed by Xiong et al. (2020). It leaves the residual path free of normalisation.
 
 :func:`layer_norm` is the formula in NumPy; :class:`LayerNorm` is the same as a module (equal to
 ``nn.LayerNorm``); :class:`SublayerConnection` wraps any sub-layer in either arrangement.
@@ -121,7 +122,7 @@ class SublayerConfig:
     """How a sub-layer is wrapped."""
 
     d_model: int = 512  # width of the vectors on the residual path (paper: 512)
-    norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN as in GPT-2
+    norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN (tensor2tensor, GPT-2)
     dropout: float = 0.0  # on the sub-layer's output before the addition (paper: 0.1)
     eps: float = 1e-5  # LayerNorm's epsilon (BERT: 1e-12)
 
@@ -135,7 +136,7 @@ class SublayerConnection(nn.Module):
     """Residual connection and LayerNorm around one sub-layer, in either arrangement:
 
     - post-LN (paper): ``LayerNorm(x + Dropout(Sublayer(x)))``
-    - pre-LN (GPT-2):  ``x + Dropout(Sublayer(LayerNorm(x)))``
+    - pre-LN (tensor2tensor, GPT-2):  ``x + Dropout(Sublayer(LayerNorm(x)))``
 
     With ``residual=False`` the ``x +`` is dropped, which no real model does: it exists so the
     chapter "Add & Norm" can measure what the residual path is for.

@@ -13,10 +13,12 @@ Sources:
 
 :class:`DeepStack` stacks ``num_layers`` layers (self-attention and feed-forward sub-layers, or
 feed-forward only) in one of five :data:`ARRANGEMENTS`, from no residual and no norm (``plain``)
-to the paper's ``post-LN`` and GPT-2's ``pre-LN``. :func:`input_gradient_norms` measures how
-much of a gradient arriving at the top of the stack reaches its input. :func:`train_side_by_side`
-trains many copies of a small classifier built on such a stack at once (different seeds and
-learning rates, same code path), for the post-LN/pre-LN comparison of chapter "Add & Norm".
+to the paper's ``post-LN`` and ``pre-LN`` (tensor2tensor, 2018; made common by GPT-2).
+:func:`input_gradient_norms` measures how much of a gradient arriving at the top of the stack
+reaches its input; ``StackConfig(init="unit variance")`` gives a plain stack that keeps the size
+of its signal, for a fair comparison. :func:`train_side_by_side` trains many copies of a small
+classifier built on such a stack at once (different seeds and learning rates, same code path),
+for the post-LN/pre-LN comparison of chapter "Add & Norm".
 """
 
 import math
@@ -39,6 +41,7 @@ from transformer_tutorial.studies.reproducible import reproducible_training
 
 __all__ = [
     "ARRANGEMENTS",
+    "INITS",
     "SUBLAYERS",
     "Classifier",
     "DeepStack",
@@ -59,9 +62,13 @@ ARRANGEMENTS: tuple[str, ...] = (
     "norm only",  # x -> LayerNorm(Sublayer(x)): no residual
     "residual only",  # x -> x + Sublayer(x): no norm
     "post-LN",  # x -> LayerNorm(x + Sublayer(x)): the paper, BERT
-    "pre-LN",  # x -> x + Sublayer(LayerNorm(x)): GPT-2 and most recent models
+    "pre-LN",  # x -> x + Sublayer(LayerNorm(x)): tensor2tensor, GPT-2, most recent models
 )
 SUBLAYERS: tuple[str, ...] = ("attention+ffn", "ffn")  # an encoder layer, or its FFN alone
+INITS: tuple[str, ...] = (
+    "default",  # every linear layer uniform in +-1/sqrt(fan-in), as nn.Linear
+    "unit variance",  # then each sub-layer's last linear layer rescaled: |output| = |input|
+)
 
 
 @dataclass
@@ -76,6 +83,7 @@ class StackConfig:
     sublayers: str = "attention+ffn"  # "attention+ffn" (an encoder layer) or "ffn"
     final_norm: bool | None = None  # LayerNorm after the last layer; None: for pre-LN only
     seed: int = 0  # initial weights
+    init: str = "default"  # one of INITS: "default", or "unit variance" (rescaled, see DeepStack)
 
     def __post_init__(self) -> None:
         if self.arrangement not in ARRANGEMENTS:
@@ -91,6 +99,8 @@ class StackConfig:
             MultiHeadConfig(self.d_model, self.num_heads)  # heads must divide d_model
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
 
     @property
     def uses_final_norm(self) -> bool:
@@ -155,6 +165,15 @@ class DeepStack(nn.Module):
 
     Weights are drawn layer by layer from ``generator`` (default: seeded with ``config.seed``),
     so the first ``k`` layers of a deeper stack are exactly a ``k``-layer stack.
+
+    With ``config.init == "unit variance"`` the weights are then rescaled, bottom to top, in
+    the spirit of Mishkin and Matas (2016), "All you need is a good init": on a fixed
+    calibration batch (standard normal, ``(8, 16, D)``, drawn from ``config.seed``), each
+    sub-layer's last linear layer (``W_O`` of attention, ``W_2`` of the feed-forward network)
+    is multiplied by the factor that makes the sub-layer's output exactly as large (same root
+    mean square) as its input. A plain stack then keeps the size of the signal at every depth,
+    so comparing it with the residual stacks is not a comparison with a stack that had already
+    shrunk its signal to nothing.
     """
 
     def __init__(self, config: StackConfig, generator: torch.Generator | None = None):
@@ -164,6 +183,35 @@ class DeepStack(nn.Module):
             generator = torch.Generator().manual_seed(config.seed)
         self.layers = nn.ModuleList(StackLayer(config, generator) for _ in range(config.num_layers))
         self.final_norm = LayerNorm(config.d_model) if config.uses_final_norm else None
+        if config.init == "unit variance":
+            self._rescale_to_unit_variance()
+
+    @torch.no_grad()
+    def _rescale_to_unit_variance(self) -> None:
+        """Each sub-layer's output weights times ``|input| / |output|`` on the calibration
+        batch, computed in float64, bottom to top (a sub-layer sees the rescaled ones below)."""
+        generator = torch.Generator().manual_seed(20_000 + self.config.seed)
+        shape = (8, 16, self.config.d_model)
+        x = torch.randn(shape, generator=generator, dtype=torch.float64)  # (B, T, D)
+        dtype = next(self.parameters()).dtype
+        self.double()
+        for wrapper, sublayer, last in self._sublayers():
+            wrapper.ratios = []
+            wrapper(x, sublayer)  # records |Sublayer(input)| / |input|, nothing else changes
+            factor = 1.0 / wrapper.ratios.pop()
+            wrapper.ratios = None
+            last.weight.mul_(factor)
+            if last.bias is not None:
+                last.bias.mul_(factor)
+            x = wrapper(x, sublayer)  # (B, T, D): the input of the next sub-layer
+        self.to(dtype)
+
+    def _sublayers(self):
+        """``(wrapper, sub-layer, its last linear layer)``, bottom to top."""
+        for layer in self.layers:
+            if layer.attention is not None:
+                yield layer.attention_block, layer._attend, layer.attention.W_O
+            yield layer.feed_forward_block, layer.feed_forward, layer.feed_forward.W_2
 
     def finish(self, stream: torch.Tensor) -> torch.Tensor:
         """The stack's output for a residual-stream state: the final norm if there is one."""
