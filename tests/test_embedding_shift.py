@@ -19,6 +19,7 @@ from transformer_tutorial.studies.embedding_shift import (
     ToyConfig,
     apple_config,
     apple_corpus,
+    attention_scores,
     attention_weights,
     count_correct,
     diagonal_share,
@@ -214,10 +215,28 @@ def test_relations_model_resolves_it_and_finds_objects(one_thread):
         _, weights = attention_weights(model, sentence)
         assert weights.shape == (2, 2, len(words), len(words))
         np.testing.assert_allclose(weights.sum(axis=-1), 1, atol=1e-6)
+        _, scores = attention_scores(model, sentence)  # before the softmax
+        assert scores.shape == weights.shape
+        exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        np.testing.assert_allclose(exps / exps.sum(axis=-1, keepdims=True), weights, atol=1e-6)
+        assert not np.allclose(scores, np.swapaxes(scores, -1, -2))  # W_Q != W_K: asymmetric
     held_out = relations_corpus(200, seed=3)
     right, total = count_correct(model, held_out)
     assert total == sum(target != IGNORE for example in held_out for target in example.targets)
     assert right >= 0.95 * total
+
+
+def test_scores_are_the_weights_before_the_softmax():
+    model = ToyAttentionModel(apple_config())
+    words, scores = attention_scores(model, "i like apple juice")
+    _, weights = attention_weights(model, "i like apple juice")
+    assert scores.shape == weights.shape == (1, 1, 4, 4)
+    layer = model.layers[0]
+    with torch.no_grad():
+        x = model.embedding(torch.tensor([encode(words, APPLE_VOCABULARY)]))[0]  # (T, D)
+        expected = layer.W_Q(x) @ layer.W_K(x).T / 2**0.5  # d_k = D = 2
+    np.testing.assert_allclose(scores[0, 0], expected.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(torch.tensor(scores).softmax(-1).numpy(), weights, atol=1e-6)
 
 
 def test_count_correct_counts_only_words_with_a_target():

@@ -19,6 +19,7 @@ from transformer_tutorial.studies.position_geometry import (
     rotation_matrix,
     similarity_by_distance,
     sinusoidal_encoding_concatenated,
+    tensor2tensor_encoding,
 )
 
 SIZES = [(1, 2), (7, 4), (50, 16), (128, 64), (100, 512)]
@@ -133,6 +134,45 @@ def test_concatenated_variant_is_a_permutation_of_the_paper(max_len, d_model):
     )
     if d_model > 2:
         assert not np.array_equal(concatenated, interleaved)
+
+
+def test_tensor2tensor_table_at_hand_computed_points():
+    # d_model = 8: four frequencies 10000^(-i/3), i = 0..3, from 1 down to 1/10000 inclusive
+    table = tensor2tensor_encoding(10, 8)
+    omega = [1.0, 10000 ** (-1 / 3), 10000 ** (-2 / 3), 1e-4]
+    for pos in (0, 1, 7):
+        expected = [math.sin(pos * w) for w in omega] + [math.cos(pos * w) for w in omega]
+        np.testing.assert_allclose(table[pos], expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("d_model", [4, 16, 128])
+def test_tensor2tensor_table_is_not_a_reordering_of_the_paper(d_model):
+    t2t = tensor2tensor_encoding(50, d_model)
+    paper = sinusoidal_encoding_concatenated(50, d_model)
+    # pair 0 (frequency 1) is the same in both
+    np.testing.assert_allclose(t2t[:, [0, d_model // 2]], paper[:, [0, d_model // 2]])
+    # a reordering of columns keeps each row's numbers; row 1 holds sin and cos of each frequency
+    assert not np.allclose(np.sort(t2t[1]), np.sort(paper[1]), rtol=0, atol=1e-9)
+    # the frequencies differ from pair 1 on: t2t's reach 1/10000, the paper's stop short of it
+    t2t_omega = np.arcsin(t2t[1, : d_model // 2])  # sin(omega_i), omega_i <= 1 < pi/2
+    np.testing.assert_allclose(t2t_omega[-1], 1e-4)
+    assert np.all(t2t_omega[1:] < frequencies(d_model)[1:])
+    # still sines and cosines of one angle per pair: dot products depend only on distance
+    gram = t2t @ t2t.T
+    for k in range(1, 50):
+        diagonal = np.diag(gram, k)
+        np.testing.assert_allclose(diagonal, diagonal[0], atol=1e-9)
+
+
+def test_tensor2tensor_table_matches_the_paper_when_there_is_one_pair():
+    np.testing.assert_allclose(tensor2tensor_encoding(9, 2), sinusoidal_encoding(9, 2))
+
+
+def test_tensor2tensor_table_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="max_len"):
+        tensor2tensor_encoding(0, 8)
+    with pytest.raises(ValueError, match="even"):
+        tensor2tensor_encoding(5, 7)
 
 
 def test_torch_module_adds_the_table():

@@ -57,6 +57,7 @@ __all__ = [
     "ToyOutput",
     "apple_config",
     "apple_corpus",
+    "attention_scores",
     "attention_weights",
     "count_correct",
     "diagonal_share",
@@ -458,6 +459,25 @@ def attention_weights(model: ToyAttentionModel, sentence: str) -> tuple[list[str
     """The words and every layer's and head's weights, shape (layers, heads, T, T)."""
     words, output = run(model, sentence)
     return words, output.weights[0].numpy().astype(float)  # (1, L, H, T, T) -> (L, H, T, T)
+
+
+def attention_scores(model: ToyAttentionModel, sentence: str) -> tuple[list[str], np.ndarray]:
+    """The words and every layer's and head's scores *before* the softmax, ``q . k / sqrt(d_k)``.
+
+    Shape ``(layers, heads, T, T)``; row ``t``'s softmax is row ``t`` of
+    :func:`attention_weights`. Unlike the weights, the scores are not normalised row by row, so
+    ``scores[l, h, i, j]`` and ``scores[l, h, j, i]`` compare how much ``i`` seeks ``j`` with
+    how much ``j`` seeks ``i``.
+    """
+    words, output = run(model, sentence)
+    scores = []
+    with torch.no_grad():
+        for layer, x in zip(model.layers, output.states, strict=False):  # x: the layer's input
+            queries = split_heads(layer.W_Q(x), layer.n_heads)  # (1, T, D) -> (1, H, T, K)
+            keys = split_heads(layer.W_K(x), layer.n_heads)  # (1, T, D) -> (1, H, T, K)
+            d_k = queries.shape[-1]
+            scores.append(queries @ keys.transpose(-1, -2) / d_k**0.5)  # (1, H, T, T)
+    return words, torch.cat(scores).numpy().astype(float)  # (L, H, T, T)
 
 
 def favours_self(weights: np.ndarray) -> np.ndarray:

@@ -7,7 +7,10 @@ because "for any fixed offset k, PE_{pos+k} can be represented as a linear funct
 - :func:`rotation_matrix`: the linear function is a fixed rotation ``M_k``, the same at every
   position;
 - :func:`sinusoidal_encoding_concatenated` and :func:`concatenated_to_interleaved`: the
-  ``[sin | cos]`` layout of some figures and libraries holds the same numbers, reordered.
+  ``[sin | cos]`` layout of some figures and libraries holds the same numbers, reordered;
+- :func:`tensor2tensor_encoding`: the authors' own code (tensor2tensor's
+  ``get_timing_signal_1d``) uses that layout with slightly different frequencies, so its table
+  is *not* a reordering of the paper's.
 
 The table itself is :func:`~transformer_tutorial.model.positions.sinusoidal_encoding`.
 """
@@ -22,6 +25,7 @@ __all__ = [
     "rotation_matrix",
     "similarity_by_distance",
     "sinusoidal_encoding_concatenated",
+    "tensor2tensor_encoding",
 ]
 
 
@@ -80,6 +84,25 @@ def concatenated_to_interleaved(d_model: int) -> np.ndarray:
     order[0::2] = np.arange(half)  # the sine of pair i sits in column i of [sin | cos]
     order[1::2] = half + np.arange(half)  # its cosine in column half + i
     return order
+
+
+def tensor2tensor_encoding(
+    max_len: int, d_model: int, min_timescale: float = 1.0, max_timescale: float = 1.0e4
+) -> np.ndarray:
+    """The table of tensor2tensor's ``get_timing_signal_1d`` (Vaswani et al. 2018): ``[sin | cos]``.
+
+    Its ``D/2`` frequencies run geometrically from ``1 / min_timescale`` to ``1 / max_timescale``
+    *inclusive*: ``omega_i = 10000^(-i / (D/2 - 1))``, where the paper has
+    ``10000^(-2i / D)``, which stops short of ``1 / 10000``. Pair 0 is the same; every later
+    pair turns a little slower. Shape ``(L, D)``.
+    """
+    check_positive_int("max_len", max_len)
+    _check_even_d_model(d_model)
+    half = d_model // 2  # D/2 frequencies
+    increment = np.log(max_timescale / min_timescale) / max(half - 1, 1)  # log-spacing
+    omega = np.exp(-increment * np.arange(half)) / min_timescale  # (D/2,): 1 ... 1/10000
+    angles = np.arange(max_len)[:, None] * omega[None, :]  # (L, 1) * (1, D/2) -> (L, D/2)
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)  # (L, D)
 
 
 def _check_even_d_model(d_model: int) -> None:
