@@ -5,6 +5,7 @@ import itertools
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -222,6 +223,54 @@ def test_adam_with_pytorchs_defaults_matches_torch_exactly():
         optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.0)
 
 
+def test_noam_learning_rate_warms_up_linearly_then_decays_as_one_over_root_step():
+    rate = optim.noam_learning_rate
+    peak = rate(4000)
+    assert peak == pytest.approx(1 / math.sqrt(512 * 4000))  # 6.99e-4 for the base model
+    assert peak == pytest.approx(6.99e-4, abs=1e-6)
+    assert max(rate(step) for step in range(1, 20_000, 7)) <= peak
+    assert rate(1000) == pytest.approx(peak / 4)  # linear before the peak
+    assert rate(16_000) == pytest.approx(peak / 2)  # 1 / sqrt(step) after it
+    assert rate(4000, d_model=1024) == pytest.approx(peak / math.sqrt(2))
+    for bad in ({"step": 0}, {"step": 1, "warmup_steps": 0}, {"step": 2.0}):
+        with pytest.raises(ValueError, match="must be an int >= 1"):
+            rate(**bad)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("ignore", [None, PAD_ID])
+def test_label_smoothed_loss_equals_torch_cross_entropy_with_label_smoothing(epsilon, ignore):
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.randn(40, 29, generator=generator, dtype=torch.float64) * 3
+    targets = torch.randint(0, 29, (40,), generator=generator)
+    targets[::5] = PAD_ID
+    ours = optim.label_smoothed_loss(logits, targets, epsilon, ignore_index=ignore)
+    theirs = torch.nn.functional.cross_entropy(
+        logits, targets, label_smoothing=epsilon, ignore_index=-100 if ignore is None else ignore
+    )
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_label_smoothed_loss_is_smallest_at_the_smoothed_target_not_at_certainty():
+    # the smoothed target q puts 1 - eps + eps/V on the right token and eps/V on each other one:
+    # the loss is minimised by predicting q itself (its minimum is q's entropy), not a one-hot
+    epsilon, vocabulary = 0.1, 5
+    q = torch.full((1, vocabulary), epsilon / vocabulary, dtype=torch.float64)
+    q[0, 2] += 1 - epsilon
+    target = torch.tensor([2])
+    at_q = optim.label_smoothed_loss(q.log(), target, epsilon)
+    entropy = -(q * q.log()).sum()
+    torch.testing.assert_close(at_q, entropy)
+    sure = torch.tensor([[0.0, 0.0, 30.0, 0.0, 0.0]], dtype=torch.float64)  # p(right) ~ 1
+    assert optim.label_smoothed_loss(sure, target, epsilon) > at_q + 1
+    with pytest.raises(ValueError, match="logits must be"):
+        optim.label_smoothed_loss(q[0], target)
+    with pytest.raises(ValueError, match="epsilon must lie"):
+        optim.label_smoothed_loss(q, target, 1.0)
+    with pytest.raises(ValueError, match="every target is ignore_index"):
+        optim.label_smoothed_loss(q, target, ignore_index=2)
+
+
 def test_a_short_run_logs_every_step_restores_threads_and_repeats_exactly():
     torch.set_num_threads(2)
     try:
@@ -409,6 +458,35 @@ def test_attention_summary_finds_the_mirror_in_the_last_layer_only_after_trainin
     cross = result.decoder.cross_attention[1][0]  # (H, T, S)
     expected = (cross[:, 0, 2] + cross[:, 1, 1] + cross[:, 2, 0]) / 3  # (H,)
     assert single.cross_on_mirror[1] == pytest.approx(expected.detach().numpy(), abs=1e-6)
+
+
+def test_attention_summary_measures_start_end_and_the_tail_by_hand(shipped):
+    summary = reversal.attention_summary(shipped, [encode("abc"), encode("abcde")])
+    assert summary.decoder_on_start.shape == (2, 4, 6)  # (L, H, T), T = 5 letters + [END]
+    np.testing.assert_allclose(summary.decoder_on_start[:, :, 0], 1.0, atol=1e-6)  # only [START]
+    assert np.isnan(summary.decoder_on_start[:, :, 5]).all()  # no word writes a 6th letter
+    # "abc": the last three letters and [END] are the whole source; "abcde": 4 of its 6 tokens
+    assert summary.tail_if_uniform == pytest.approx((3 * 1 + 5 * 4 / 6) / 8)
+    assert (summary.cross_on_tail >= summary.cross_on_end - 1e-6).all()
+    result = shipped(
+        *[torch.tensor([ids]) for ids in ((3, 4, 5, 2), (1, 5, 4, 3))], need_weights=True
+    )
+    single = reversal.attention_summary(shipped, [encode("abc")])
+    on_end = result.decoder.cross_attention[0][0][:, :3, 3].mean(dim=-1)  # (H,): layer 1
+    assert single.cross_on_end[0] == pytest.approx(on_end.detach().numpy(), abs=1e-6)
+    start = result.decoder.self_attention[1][0][:, 2, 0]  # (H,): layer 2, row 2, on [START]
+    assert single.decoder_on_start[1, :, 2] == pytest.approx(start.detach().numpy(), abs=1e-6)
+
+
+def test_beam_search_on_the_shipped_model_reverses_held_out_words(shipped):
+    words = ["".join(VOCABULARY[i] for i in word) for word in held_out_words(TrainingConfig())]
+    for word in words[:200]:
+        outputs = reversal.beam_translate(shipped, word)
+        assert outputs[0][0] == word[::-1]
+        scores = [score for _, _, score in outputs]
+        assert scores == sorted(scores, reverse=True) and len(outputs) <= 4
+    assert reversal.beam_translate(shipped, "attention", beam_size=1)[0][0] == "noitnetta"
+    assert reversal.beam_translate(shipped, "level", alpha=0.0)[0][0] == "level"
 
 
 def test_next_token_probabilities_match_greedy_decoding(shipped):

@@ -1,5 +1,7 @@
 """Tests for transformer_tutorial.model.transformer (paper section 3, Figure 1)."""
 
+import itertools
+
 import pytest
 import torch
 from torch import nn
@@ -13,6 +15,7 @@ from transformer_tutorial.model.transformer import (
     EncoderOnly,
     Stack,
     TransformerConfig,
+    beam_search,
     bert_base,
     build_model,
     copy_decoder_layer_from_torch,
@@ -21,6 +24,7 @@ from transformer_tutorial.model.transformer import (
     generate,
     gpt2_small,
     greedy_translate,
+    length_penalty,
     paper_base,
     paper_big,
     parameter_breakdown,
@@ -292,6 +296,53 @@ def test_greedy_translate_matches_step_by_step_argmax():
     torch.testing.assert_close(logits[:, :4].argmax(-1), translated)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_of_one_is_greedy_decoding(seed):
+    model = _model(seed=seed)
+    source = _ids(1, 6, seed + 10)
+    greedy = greedy_translate(model, source, start_id=1, length=7)[0].tolist()  # (length,)
+    (only,) = beam_search(model, source, start_id=1, end_id=2, max_length=7, beam_size=1)
+    end = greedy.index(2) + 1 if 2 in greedy else len(greedy)
+    assert list(only.tokens) == greedy[:end]
+    assert only.finished == (2 in greedy)
+
+
+def _log_probability(model, source, tokens) -> float:
+    target = torch.tensor([[1, *tokens[:-1]]])  # (1, t): [START] and all but the last
+    with torch.no_grad():
+        log_p = torch.log_softmax(model(source, target).logits.double(), dim=-1)[0]  # (t, V)
+    return float(log_p[torch.arange(len(tokens)), torch.tensor(tokens)].sum())
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_wide_enough_beam_is_exhaustive_search(alpha):
+    # vocabulary of 4 (IDs 0-3, end = 2), outputs of at most 3 tokens: a beam of 100 keeps
+    # every prefix, so its best output is the best of all finished and unfinished sequences
+    model = _model(vocab_size=4, seed=5)
+    source = torch.tensor([[3, 1, 3]])
+    found = beam_search(model, source, start_id=1, end_id=2, max_length=3, beam_size=100,
+                        alpha=alpha)  # fmt: skip
+    sequences = [
+        (*prefix, 2) for n in range(3) for prefix in itertools.product((0, 1, 3), repeat=n)
+    ] + list(itertools.product((0, 1, 3), repeat=3))  # finished ones, then unfinished ones
+    assert len(found) == len(sequences)  # every sequence, once
+    best = max(sequences, key=lambda s: _log_probability(model, source, s)
+               / length_penalty(len(s), alpha))  # fmt: skip
+    assert found[0].tokens == best
+    for hypothesis in found:
+        expected = _log_probability(model, source, hypothesis.tokens)
+        assert hypothesis.log_probability == pytest.approx(expected, abs=1e-5)
+        assert hypothesis.finished == (hypothesis.tokens[-1] == 2)
+    scores = [hypothesis.score for hypothesis in found]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_length_penalty_is_wu_et_al_equation_14():
+    assert length_penalty(1, 0.6) == 1.0
+    assert length_penalty(7, 0.6) == pytest.approx(2**0.6)
+    assert length_penalty(30, 0.0) == 1.0
+
+
 # Published parameter counts --------------------------------------------------------------------
 
 
@@ -350,6 +401,10 @@ def test_breakdown_puts_two_thirds_of_a_layer_in_the_feed_forward_network():
     ("call", "message"),
     [
         (lambda: _config(kind="gpt"), "kind must be one of"),
+        (lambda: beam_search(_model(), _ids(2, 3, 0), 1, 2, 5), r"one sequence of IDs \(1, S\)"),
+        (lambda: beam_search(_model(), _ids(1, 3, 0), 1, 2, 5, beam_size=0), "beam_size"),
+        (lambda: beam_search(_model(), _ids(1, 3, 0), 1, 2, 0), "max_length"),
+        (lambda: beam_search(_model(), _ids(1, 3, 0), 1, 2, 5, alpha=-1.0), "alpha must be"),
         (lambda: _config(num_heads=5), "does not divide d_model"),
         (lambda: _config(num_layers=0), "num_layers"),
         (lambda: _config(activation="swish"), "activation"),

@@ -1,10 +1,16 @@
-"""Adam, written out: the optimiser the paper trains with (Vaswani et al. 2017, section 5.3).
+"""How the paper trains: Adam written out, its learning-rate schedule and label smoothing.
 
-Kingma and Ba's update with the paper's ``beta_2 = 0.98`` and ``epsilon = 1e-9`` (and
-``beta_1 = 0.9``): each parameter moves by a running mean of its gradient divided by the square
-root of a running mean of its squared gradient, both corrected for starting at zero. It gives
-the numbers of ``torch.optim.Adam`` (the tests compare them step by step), without its seconds
-of start-up; chapter 9's word-reversal model and the chapters' small trained models use it.
+Sources: Vaswani et al. (2017), section 5.3 (Adam and the schedule) and 5.4 (label smoothing,
+from Szegedy et al. 2016, section 7).
+
+:class:`Adam` is Kingma and Ba's update with the paper's ``beta_2 = 0.98`` and
+``epsilon = 1e-9`` (and ``beta_1 = 0.9``): each parameter moves by a running mean of its
+gradient divided by the square root of a running mean of its squared gradient, both corrected
+for starting at zero. It gives the numbers of ``torch.optim.Adam`` (the tests compare them step
+by step), without its seconds of start-up; chapter 9's word-reversal model and the chapters'
+small trained models use it. :func:`noam_learning_rate` is the paper's schedule and
+:func:`label_smoothed_loss` its loss; the shipped reversal model trains with neither (a cosine
+schedule and plain cross-entropy), chapter 9 shows them beside it.
 """
 
 import math
@@ -15,6 +21,8 @@ from torch import nn
 
 __all__ = [
     "Adam",
+    "label_smoothed_loss",
+    "noam_learning_rate",
 ]
 
 
@@ -72,3 +80,48 @@ class Adam:
             square.mul_(beta_2).addcmul_(gradient, gradient, value=1 - beta_2)
             denominator = (square.sqrt() / root_correction_2).add_(self.eps)  # sqrt(v_hat) + eps
             parameter.addcdiv_(mean, denominator, value=-rate / correction_1)  # m_hat / ...
+
+
+def noam_learning_rate(step: int, d_model: int = 512, warmup_steps: int = 4000) -> float:
+    """The paper's schedule (section 5.3, equation 3), for ``step`` = 1, 2, ...::
+
+        lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+
+    It grows linearly for ``warmup_steps`` steps, peaks at ``(d_model * warmup_steps)^-0.5``
+    (7.0e-4 for the base model) and then decays as ``1 / sqrt(step)``."""
+    for name, value in (("step", step), ("d_model", d_model), ("warmup_steps", warmup_steps)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1 (steps count from 1), got {value!r}")
+    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def label_smoothed_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    epsilon: float = 0.1,
+    ignore_index: int | None = None,
+) -> torch.Tensor:
+    """Cross-entropy against a smoothed target (section 5.4, ``epsilon_ls = 0.1``): the right
+    token gets probability ``1 - epsilon + epsilon / V`` and every token ``epsilon / V``.
+
+    ``logits`` ``(N, V)``, ``targets`` ``(N,)``; positions whose target is ``ignore_index``
+    count for nothing. The mean over the other positions, as
+    ``torch.nn.functional.cross_entropy(..., label_smoothing=epsilon)`` computes it (tested)."""
+    if logits.ndim != 2 or targets.shape != logits.shape[:1]:
+        raise ValueError(
+            f"logits must be (N, V) and targets (N,), got {tuple(logits.shape)} and "
+            f"{tuple(targets.shape)}"
+        )
+    if not 0 <= epsilon < 1:
+        raise ValueError(f"epsilon must lie in [0, 1), got {epsilon}")
+    keep = (
+        torch.ones_like(targets, dtype=torch.bool)
+        if ignore_index is None
+        else targets != ignore_index
+    )
+    if not keep.any():
+        raise ValueError("every target is ignore_index: nothing to average")
+    log_p = torch.log_softmax(logits[keep], dim=-1)  # (N', V)
+    right = -log_p.gather(-1, targets[keep][:, None])[:, 0]  # (N',): -log p(right token)
+    spread = -log_p.mean(dim=-1)  # (N',): mean over all V tokens of -log p
+    return ((1 - epsilon) * right + epsilon * spread).mean()

@@ -55,10 +55,12 @@ __all__ = [
     "EncoderDecoder",
     "EncoderLayer",
     "EncoderOnly",
+    "Hypothesis",
     "ModelOutput",
     "Stack",
     "StackOutput",
     "TransformerConfig",
+    "beam_search",
     "bert_base",
     "build_model",
     "copy_decoder_layer_from_torch",
@@ -68,6 +70,7 @@ __all__ = [
     "gpt2_small",
     "greedy_translate",
     "key_padding_mask",
+    "length_penalty",
     "paper_base",
     "paper_big",
     "parameter_breakdown",
@@ -763,6 +766,89 @@ def greedy_translate(
     finally:
         model.train(was_training)
     return target[:, 1:]
+
+
+@dataclass
+class Hypothesis:
+    """One output of :func:`beam_search`: tokens after the start token, ending with the end
+    token if finished, their total log-probability, and the score beams are ranked by."""
+
+    tokens: tuple[int, ...]
+    log_probability: float  # sum of log p(token | source, earlier tokens)
+    score: float  # log_probability / length_penalty(len(tokens))
+    finished: bool  # ends with the end token (else: stopped at max_length)
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """Wu et al. (2016), equation 14: ``((5 + length) / 6) ** alpha``; 1 for ``alpha = 0``."""
+    return ((5 + length) / 6) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: EncoderDecoder,
+    source: torch.Tensor,
+    start_id: int,
+    end_id: int,
+    max_length: int,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+) -> list[Hypothesis]:
+    """Beam search for one source ``(1, S)``, as the paper decodes (section 6.1: beam size 4,
+    length penalty ``alpha = 0.6`` after Wu et al. 2016).
+
+    Keep the ``beam_size`` most probable unfinished outputs; extend each by every token, and
+    keep the best of all extensions. An extension that writes ``end_id`` is finished and leaves
+    the beam, which shrinks by one, so at most ``beam_size`` outputs come back. They are ranked
+    by log-probability divided by :func:`length_penalty`, best first. With ``beam_size = 1``
+    this is greedy decoding."""
+    _check_beam(source, max_length, beam_size, alpha)
+    was_training = model.training
+    model.eval()
+    try:
+        encoded = model.encode(source).hidden  # (1, S, D), computed once
+        beams = torch.full((1, 1), start_id, dtype=source.dtype)  # (K, 1): [START]
+        scores = torch.zeros(1, dtype=torch.float64)  # (K,): log-probability of each beam
+        done: list[tuple[tuple[int, ...], float]] = []
+        for _ in range(max_length):
+            k = len(beams)
+            memory = StackOutput(encoded.expand(k, -1, -1))  # (1, S, D) -> (K, S, D)
+            hidden = model.decode(beams, memory, source.expand(k, -1)).hidden  # (K, t, D)
+            log_p = torch.log_softmax(model.head(hidden[:, -1]).double(), dim=-1)  # (K, V)
+            total = (scores[:, None] + log_p).flatten()  # (K V,): every extension
+            best = total.topk(min(beam_size - len(done), len(total))).indices  # the best ones
+            rows, tokens = best // log_p.shape[1], best % log_p.shape[1]
+            beams = torch.cat([beams[rows], tokens[:, None]], dim=1)  # (K', t + 1)
+            scores = total[best]
+            ended = tokens == end_id
+            done += _hypotheses(beams[ended], scores[ended])
+            beams, scores = beams[~ended], scores[~ended]
+            if len(beams) == 0:
+                break
+    finally:
+        model.train(was_training)
+    outputs = [
+        Hypothesis(tokens, log_p, log_p / length_penalty(len(tokens), alpha), finished)
+        for finished, hypotheses in ((True, done), (False, _hypotheses(beams, scores)))
+        for tokens, log_p in hypotheses
+    ]
+    return sorted(outputs, key=lambda hypothesis: -hypothesis.score)
+
+
+def _hypotheses(beams: torch.Tensor, scores: torch.Tensor) -> list[tuple[tuple[int, ...], float]]:
+    """Rows of ``beams`` ``(K, t)`` without their start token, with their scores ``(K,)``."""
+    return [
+        (tuple(row[1:].tolist()), float(score)) for row, score in zip(beams, scores, strict=True)
+    ]
+
+
+def _check_beam(source: torch.Tensor, max_length: int, beam_size: int, alpha: float) -> None:
+    if source.ndim != 2 or source.shape[0] != 1:
+        raise ValueError(f"source must be one sequence of IDs (1, S), got {tuple(source.shape)}")
+    check_positive_int("max_length", max_length)
+    check_positive_int("beam_size", beam_size)
+    if not alpha >= 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
 
 
 def _copy_norm(target: LayerNorm, source: nn.LayerNorm) -> None:

@@ -53,6 +53,7 @@ from transformer_tutorial.model.transformer import (
     ModelOutput,
     StackOutput,
     TransformerConfig,
+    beam_search,
     build_model,
     count_parameters,
     greedy_translate,
@@ -82,6 +83,7 @@ __all__ = [
     "Word",
     "attention_records",
     "attention_summary",
+    "beam_translate",
     "correct",
     "decode",
     "encode",
@@ -433,6 +435,22 @@ def translate(model: EncoderDecoder, texts: Sequence[str]) -> list[str]:
     return [decode(_cut(row)) for row in output.tolist()]
 
 
+@torch.no_grad()
+def beam_translate(
+    model: EncoderDecoder, text: str, beam_size: int = 4, alpha: float = 0.6
+) -> list[tuple[str, float, float]]:
+    """Beam search (:func:`~transformer_tutorial.model.transformer.beam_search`, the paper's
+    beam size 4 and length penalty 0.6) on one word: up to ``beam_size`` outputs, best first,
+    each as (letters before [END], log-probability, score). An output that never wrote [END]
+    within one position more than the word is marked with a trailing "…"."""
+    source = torch.tensor([[*encode(text), END_ID]])  # (1, S)
+    hypotheses = beam_search(model, source, START_ID, END_ID, source.shape[1], beam_size, alpha)
+    return [
+        (decode(_cut(h.tokens)) + ("" if h.finished else "…"), h.log_probability, h.score)
+        for h in hypotheses
+    ]
+
+
 def save_run(run: TrainingRun, directory: Path | str = WEIGHTS_DIR) -> tuple[Path, Path]:
     """Write the weights (safetensors) and the log (JSON), byte for byte the same every time.
 
@@ -608,16 +626,22 @@ class AttentionSummary:
     cross_on_mirror: np.ndarray  # mean cross-attention weight of output letter t on source n-1-t
     cross_peak_on_mirror: np.ndarray  # share of output letters whose largest weight is there
     encoder_on_end: np.ndarray  # mean encoder self-attention weight of a letter on [END]
+    cross_on_end: np.ndarray  # mean cross-attention weight of output letter t on source [END]
+    cross_on_tail: np.ndarray  # ... on [END] and the word's last three letters together
+    tail_if_uniform: float  # what cross_on_tail would be if every head spread its weight evenly
+    decoder_on_start: np.ndarray  # (L, H, T): mean weight of decoder row t on [START] (NaN: no
+    # word writes a letter at row t)
 
 
 @torch.no_grad()
 def attention_summary(model: EncoderDecoder, words: Sequence[Word]) -> AttentionSummary:
-    """Measure the two patterns chapter 9 points at, on ``words`` (teacher forcing: the decoder
+    """Measure the patterns chapter 9 points at, on ``words`` (teacher forcing: the decoder
     reads the right answer, which is also what a model with full exact match writes).
 
     For a word of ``n`` letters, output letter ``t`` (decoder query ``t``) should fetch source
-    position ``n - 1 - t`` (its mirror); and the encoder can find the word's length at
-    ``[END]`` (source position ``n``). Only real letters count as queries, never [PAD].
+    position ``n - 1 - t`` (its mirror); the encoder can find the word's length at ``[END]``
+    (source position ``n``); and the decoder's self-attention can look back at ``[START]``.
+    Only queries that write a letter count, never [PAD] nor the one that writes [END].
     """
     batch = make_batch(words)
     result = model(batch.source, batch.target_in, need_weights=True)
@@ -625,21 +649,38 @@ def attention_summary(model: EncoderDecoder, words: Sequence[Word]) -> Attention
     positions = torch.arange(batch.source.shape[1])  # (S,)
     letter = positions[None, :] < lengths[:, None]  # (B, T): query t writes a letter
     mirror = (lengths[:, None] - 1 - positions[None, :]).clamp(min=0)  # (B, T): n - 1 - t
+    tail = (positions[None, :] >= lengths[:, None] - 3) & (positions[None, :] <= lengths[:, None])
+    # (B, S): the last three letters and [END]
     count = letter.sum()
-    on_mirror, peak_on_mirror, on_end = [], [], []
-    for cross, encoder in zip(
-        result.decoder.cross_attention, result.encoder.self_attention, strict=True
-    ):  # cross (B, H, T, S), encoder (B, H, S, S)
+    mask = letter[:, None, :]  # (B, 1, T)
+
+    def mean(values: torch.Tensor) -> np.ndarray:  # (B, H, T) -> (H,), over letter queries
+        return ((values * mask).sum(dim=(0, 2)) / count).numpy()
+
+    names = ("mirror", "peak", "encoder end", "cross end", "tail", "start")
+    found: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for cross, encoder, decoder in zip(
+        result.decoder.cross_attention,
+        result.encoder.self_attention,
+        result.decoder.self_attention,
+        strict=True,
+    ):  # cross (B, H, T, S), encoder (B, H, S, S), decoder (B, H, T, T)
         index = mirror[:, None, :, None].expand(-1, cross.shape[1], -1, 1)  # (B, H, T, 1)
-        weight = cross.gather(-1, index)[..., 0]  # (B, H, T): weight on the mirror position
-        peak = cross.argmax(dim=-1) == index[..., 0]  # (B, H, T)
-        end = lengths[:, None, None, None].expand(-1, encoder.shape[1], encoder.shape[2], 1)
-        end_weight = encoder.gather(-1, end)[..., 0]  # (B, H, S): weight on [END]
-        mask = letter[:, None, :]  # (B, 1, T)
-        on_mirror.append(((weight * mask).sum(dim=(0, 2)) / count).numpy())  # (H,)
-        peak_on_mirror.append(((peak & mask).sum(dim=(0, 2)) / count).numpy())
-        on_end.append(((end_weight * mask).sum(dim=(0, 2)) / count).numpy())
-    return AttentionSummary(np.stack(on_mirror), np.stack(peak_on_mirror), np.stack(on_end))
+        end = lengths[:, None, None, None].expand(-1, *cross.shape[1:3], 1)  # (B, H, T, 1): n
+        # (make_batch gives T = S, so the same index serves the encoder's (B, H, S, S))
+        found["mirror"].append(mean(cross.gather(-1, index)[..., 0]))  # weight on n - 1 - t
+        found["peak"].append(mean(cross.argmax(dim=-1) == index[..., 0]))
+        found["encoder end"].append(mean(encoder.gather(-1, end)[..., 0]))  # letter on [END]
+        found["cross end"].append(mean(cross.gather(-1, end)[..., 0]))  # cross weight on [END]
+        found["tail"].append(mean((cross * tail[:, None, None, :]).sum(dim=-1)))
+        on_start = decoder[..., 0]  # (B, H, T): weight of each row on [START]
+        words_at = letter.sum(dim=0)  # (T,): words that write a letter at row t
+        start = (on_start * mask).sum(dim=0) / words_at  # (H, T); NaN where no word is that long
+        found["start"].append(start.numpy())
+    share = tail.sum(dim=1, keepdim=True) / (lengths[:, None] + 1)  # (B, 1): if spread evenly
+    uniform = float((share * letter).sum() / count)
+    stacked = [np.stack(found[name]) for name in names]
+    return AttentionSummary(*stacked[:5], tail_if_uniform=uniform, decoder_on_start=stacked[5])
 
 
 @torch.no_grad()
