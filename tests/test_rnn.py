@@ -13,6 +13,7 @@ from transformer_tutorial.model.rnn import (
     TanhRNN,
     orthogonal_recurrent_weight,
     rnn_step,
+    torch_gru,
     torch_lstm,
     torch_rnn,
 )
@@ -24,6 +25,7 @@ from transformer_tutorial.studies.recurrence import (
     RecurrentClassifierConfig,
     TrainConfig,
     accuracy_by_distance,
+    answer_gradient_norms,
     attention_layer_flops,
     conv_layer_flops,
     convolution_layers_needed,
@@ -112,6 +114,13 @@ def test_lstm_wrapper_has_the_requested_sizes():
     lstm = torch_lstm(RNNConfig(5, 7))
     outputs, (h_n, c_n) = lstm(torch.zeros(2, 3, 5))
     assert outputs.shape == (2, 3, 7) and h_n.shape == c_n.shape == (1, 2, 7)
+
+
+def test_gru_wrapper_has_the_requested_sizes():
+    gru = torch_gru(RNNConfig(5, 7))
+    outputs, h_n = gru(torch.zeros(2, 3, 5))
+    assert isinstance(gru, nn.GRU) and gru.batch_first
+    assert outputs.shape == (2, 3, 7) and h_n.shape == (1, 2, 7)
 
 
 @pytest.mark.parametrize(
@@ -372,7 +381,7 @@ def test_attention_output_at_the_question_depends_on_the_far_token():
     assert gradient[0, 0].abs().sum() > 0
 
 
-@pytest.mark.parametrize("kind", ["rnn", "lstm"])
+@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru"])
 def test_recurrent_classifier_shapes_and_seeding(kind):
     config = RecurrentClassifierConfig(TASK.vocab_size, 4, hidden_size=8, kind=kind)
     state = torch.random.get_rng_state()
@@ -381,8 +390,28 @@ def test_recurrent_classifier_shapes_and_seeding(kind):
     tokens = recall_batch(TASK, 6, _generator(5)).tokens
     torch.testing.assert_close(first(tokens), second(tokens))
     assert first(tokens).shape == (6, 4)
-    expected = nn.LSTM if kind == "lstm" else nn.RNN
+    expected = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}[kind]
     assert isinstance(first.recurrent, expected)
+
+
+def test_answer_gradient_norms_measure_the_gradient_at_the_answer_position():
+    model = RecurrentClassifier(RecurrentClassifierConfig(TASK.vocab_size, 4, hidden_size=8))
+    norms = answer_gradient_norms(model, TASK, [1, 5], 16, _generator(3))
+    assert norms.shape == (2,) and np.all(norms > 0)
+    # the same number by hand, for N = 5: autograd through the whole model, then one position
+    generator = _generator(3)
+    recall_batch(TASK, 16, generator, distance=1)  # the draw the N = 1 row used
+    batch = recall_batch(TASK, 16, generator, distance=5)
+    inputs = model.embedding(batch.tokens).detach().requires_grad_(True)
+    outputs, _ = model.recurrent(inputs)
+    loss = nn.functional.cross_entropy(
+        model.classify(outputs[:, -1]), batch.targets, reduction="sum"
+    )
+    loss.backward()
+    expected = inputs.grad[:, TASK.length - 1 - 5].norm(dim=-1).mean().item()
+    assert norms[1] == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError, match="distances is empty"):
+        answer_gradient_norms(model, TASK, [], 4, _generator())
 
 
 def test_models_reject_bad_tokens():
@@ -394,8 +423,8 @@ def test_models_reject_bad_tokens():
         recurrent(torch.full((1, 3), 13))
     with pytest.raises(ValueError, match="longer than max_len=10"):
         attention(torch.zeros(1, 11, dtype=torch.int64))
-    with pytest.raises(ValueError, match="kind must be 'rnn' or 'lstm'"):
-        RecurrentClassifierConfig(kind="gru")
+    with pytest.raises(ValueError, match="kind must be 'rnn', 'lstm' or 'gru'"):
+        RecurrentClassifierConfig(kind="transformer")
 
 
 def test_training_learns_the_task_and_is_reproducible():
@@ -431,9 +460,13 @@ def test_training_and_evaluation_reject_bad_arguments():
 
 @pytest.mark.parametrize(("length", "width"), [(8, 4), (16, 32), (64, 64)])
 def test_flop_counts_follow_table_1(length, width):
-    n, d = length, width
-    assert attention_layer_flops(n, d) == 2 * 2 * n * n * d  # Q K^T and weights @ V: O(n^2 d)
+    n, d = length, width  # one multiply-add = 2 FLOPs
+    core = 2 * 2 * n * n * d  # Q K^T and weights @ V: Table 1's O(n^2 d)
+    assert attention_layer_flops(n, d, projections=False) == core
+    assert attention_layer_flops(n, d) == core + 2 * 4 * n * d * d  # + W_Q, W_K, W_V, W_O
     assert recurrent_layer_flops(n, d) == n * 2 * 2 * d * d  # two D x D products per step: O(n d^2)
+    assert recurrent_layer_flops(n, d, "gru") == n * 2 * 6 * d * d  # three gates, two each
+    assert recurrent_layer_flops(n, d, "lstm") == n * 2 * 8 * d * d  # four gates, two each
     assert conv_layer_flops(n, d, 3) == 2 * 3 * n * d * d  # O(k n d^2)
 
 
@@ -459,11 +492,19 @@ def test_graph_depth_counts_the_longest_chain():
         graph_depth(torch.ones(2))
 
 
-def test_self_attention_is_cheaper_than_recurrence_when_n_is_below_d():
+def test_which_layer_does_less_arithmetic_depends_on_what_is_counted():
     d = 64
-    assert attention_layer_flops(16, d) < recurrent_layer_flops(16, d)
-    assert attention_layer_flops(64, d) == recurrent_layer_flops(64, d)
-    assert attention_layer_flops(256, d) > recurrent_layer_flops(256, d)
+    # Table 1's core alone against a whole tanh RNN layer: below it exactly while n < d
+    assert attention_layer_flops(16, d, projections=False) < recurrent_layer_flops(16, d)
+    assert attention_layer_flops(64, d, projections=False) == recurrent_layer_flops(64, d)
+    assert attention_layer_flops(256, d, projections=False) > recurrent_layer_flops(256, d)
+    # whole layers: self-attention costs more than the tanh RNN at every length ...
+    for n in (1, 16, 64, 256):
+        assert attention_layer_flops(n, d) > recurrent_layer_flops(n, d)
+    # ... and less than an LSTM exactly while n < 2d (8 n d^2 + 4 n^2 d against 16 n d^2)
+    assert attention_layer_flops(64, d) < recurrent_layer_flops(64, d, "lstm")
+    assert attention_layer_flops(128, d) == recurrent_layer_flops(128, d, "lstm")
+    assert attention_layer_flops(256, d) > recurrent_layer_flops(256, d, "lstm")
 
 
 @pytest.mark.parametrize(
@@ -491,6 +532,7 @@ def test_layers_needed_grow_linearly_without_dilation_and_logarithmically_with_i
         (lambda: convolution_layers_needed(0, 3), "span must be a positive int"),
         (lambda: attention_layer_flops(0, 4), "length must be a positive int"),
         (lambda: conv_layer_flops(4, 4, 0), "kernel_size must be a positive int"),
+        (lambda: recurrent_layer_flops(4, 4, "rnm"), "kind must be 'rnn', 'gru' or 'lstm'"),
         (lambda: loop_vs_matrix_timings([]), "lengths is empty"),
         (lambda: loop_vs_matrix_timings([4, 0]), "each length must be a positive int"),
         (lambda: time_call(lambda: None, repeats=0), "repeats must be a positive int"),

@@ -31,6 +31,7 @@ __all__ = [
     "TanhRNN",
     "orthogonal_recurrent_weight",
     "rnn_step",
+    "torch_gru",
     "torch_lstm",
     "torch_rnn",
 ]
@@ -150,6 +151,11 @@ def torch_rnn(config: RNNConfig) -> nn.RNN:
 def torch_lstm(config: RNNConfig) -> nn.LSTM:
     """PyTorch's LSTM (Hochreiter & Schmidhuber, 1997) with the same sizes (``batch_first``)."""
     return nn.LSTM(config.input_size, config.hidden_size, batch_first=True)
+
+
+def torch_gru(config: RNNConfig) -> nn.GRU:
+    """PyTorch's GRU (Cho et al., 2014) with the same sizes (``batch_first=True``)."""
+    return nn.GRU(config.input_size, config.hidden_size, batch_first=True)
 
 
 def orthogonal_recurrent_weight(

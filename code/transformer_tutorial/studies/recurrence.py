@@ -4,7 +4,8 @@
    ``dh_t / dh_(t-1) = diag(f'(a_t)) W_hh``, so ``dh_T / dh_t`` is a product of ``T - t`` of
    them (Bengio, Simard & Frasconi 1994; Pascanu, Mikolov & Bengio 2013, section 2).
 2. Distant words are hard to use: a recall task whose answer lies ``N`` tokens back, learned by
-   an RNN, an LSTM (Hochreiter & Schmidhuber 1997) and one attention layer.
+   an RNN, an LSTM (Hochreiter & Schmidhuber 1997), a GRU (Cho et al. 2014) and one attention
+  layer.
 3. Nothing runs in parallel: Vaswani et al. (2017), section 1 (recurrence "precludes
    parallelization within training examples") and section 4, Table 1 (per-layer complexity,
    sequential operations and maximum path length of self-attention, recurrent and
@@ -32,7 +33,7 @@ from transformer_tutorial.model.checks import check_positive_int
 from transformer_tutorial.model.draws import float64_draws
 from transformer_tutorial.model.optim import Adam
 from transformer_tutorial.model.positions import PositionalConfig, SinusoidalPositionalEncoding
-from transformer_tutorial.model.rnn import RNNConfig, TanhRNN, torch_lstm, torch_rnn
+from transformer_tutorial.model.rnn import RNNConfig, TanhRNN, torch_gru, torch_lstm, torch_rnn
 from transformer_tutorial.studies.reproducible import reproducible_training
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "TimingResult",
     "TrainConfig",
     "accuracy_by_distance",
+    "answer_gradient_norms",
     "attention_layer_flops",
     "conv_layer_flops",
     "convolution_layers_needed",
@@ -253,13 +255,13 @@ class RecurrentClassifierConfig:
     n_classes: int = 8  # C
     embedding_size: int = 16  # E
     hidden_size: int = 32  # D
-    kind: Literal["rnn", "lstm"] = "rnn"  # nn.RNN (tanh) or nn.LSTM
+    kind: Literal["rnn", "lstm", "gru"] = "rnn"  # nn.RNN (tanh), nn.LSTM or nn.GRU
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_classes", "embedding_size", "hidden_size"):
             check_positive_int(name, getattr(self, name))
-        if self.kind not in ("rnn", "lstm"):
-            raise ValueError(f"kind must be 'rnn' or 'lstm', got {self.kind!r}")
+        if self.kind not in ("rnn", "lstm", "gru"):
+            raise ValueError(f"kind must be 'rnn', 'lstm' or 'gru', got {self.kind!r}")
 
 
 def _check_tokens(tokens: torch.Tensor, vocab_size: int, max_len: int | None = None) -> None:
@@ -289,7 +291,8 @@ class RecurrentClassifier(nn.Module):
             torch.manual_seed(seed)
             self.embedding = nn.Embedding(config.vocab_size, config.embedding_size)
             sizes = RNNConfig(config.embedding_size, config.hidden_size)
-            self.recurrent = torch_rnn(sizes) if config.kind == "rnn" else torch_lstm(sizes)
+            layers = {"rnn": torch_rnn, "lstm": torch_lstm, "gru": torch_gru}
+            self.recurrent = layers[config.kind](sizes)
             self.classify = nn.Linear(config.hidden_size, config.n_classes)
         self.float()  # the same float32 weights on every processor
 
@@ -424,6 +427,32 @@ def accuracy_by_distance(
     return np.array(accuracies)
 
 
+def answer_gradient_norms(
+    model: RecurrentClassifier,
+    task: RecallTaskConfig,
+    distances: Sequence[int],
+    n_per_distance: int,
+    generator: torch.Generator,
+) -> np.ndarray:
+    """The learning signal that reaches the answer: the mean norm of ``d loss / d x``, the
+    gradient of the cross-entropy with respect to the answer token's input vector, per distance
+    ``N`` (the gradient crosses ``N`` recurrent steps on its way back)."""
+    check_positive_int("n_per_distance", n_per_distance)
+    if len(distances) == 0:
+        raise ValueError("distances is empty: give at least one distance")
+    model.eval()
+    norms = []
+    for distance in distances:
+        batch = recall_batch(task, n_per_distance, generator, distance=int(distance))
+        inputs = model.embedding(batch.tokens).detach().requires_grad_(True)  # (B, T, E)
+        outputs, _ = model.recurrent(inputs)  # (B, T, D)
+        loss = F.cross_entropy(model.classify(outputs[:, -1]), batch.targets, reduction="sum")
+        (gradient,) = torch.autograd.grad(loss, inputs)  # (B, T, E): one row per example
+        at_answer = gradient[:, task.length - 1 - int(distance)]  # (B, E)
+        norms.append(at_answer.norm(dim=-1).mean().item())
+    return np.array(norms)
+
+
 def time_call(function: Callable[[], object], repeats: int = 5) -> float:
     """Median wall time of ``repeats`` calls, in seconds (one untimed warm-up call first)."""
     check_positive_int("repeats", repeats)
@@ -490,26 +519,50 @@ def _count_flops(function: Callable[[], object]) -> int:
 
 
 @torch.no_grad()
-def attention_layer_flops(length: int, width: int) -> int:
-    """Floating-point operations of self-attention's core, ``softmax(Q K^T) V``, counted by
-    PyTorch's ``FlopCounterMode`` on real tensors (``Q, K, V`` of shape ``(1, T, D)``).
+def attention_layer_flops(length: int, width: int, projections: bool = True) -> int:
+    """Floating-point operations of one self-attention layer (one head, width ``D``), counted by
+    PyTorch's ``FlopCounterMode`` on real tensors ``(1, T, D)``.
 
-    Table 1 of the paper counts this part, ``O(n^2 d)``; the projections ``X W`` add
-    ``O(n d^2)`` like a recurrent layer's."""
+    With ``projections`` (the whole layer): ``Q, K, V = X W_Q, X W_K, X W_V``, the core
+    ``softmax(Q K^T) V`` and the output ``W_O``. Without: the core alone, the ``O(n^2 d)`` that
+    Table 1 of the paper lists; the four projections add ``O(n d^2)``, like a recurrent layer."""
     check_positive_int("length", length)
     check_positive_int("width", width)
-    queries = torch.zeros(1, length, width)  # (B, T, D) with B = 1
-    return _count_flops(lambda: (queries @ queries.transpose(1, 2)).softmax(-1) @ queries)
+    x = torch.zeros(1, length, width)  # (B, T, D) with B = 1
+    weight = torch.zeros(width, width)  # W_Q, W_K, W_V, W_O: (D, D); values do not change counts
+
+    def layer() -> torch.Tensor:
+        queries, keys, values = (x @ weight, x @ weight, x @ weight) if projections else (x, x, x)
+        attended = (queries @ keys.transpose(1, 2)).softmax(-1) @ values  # (B, T, D)
+        return attended @ weight if projections else attended
+
+    return _count_flops(layer)
 
 
 @torch.no_grad()
-def recurrent_layer_flops(length: int, width: int) -> int:
-    """Operations of one tanh RNN layer (input and hidden width ``D``) over ``T`` steps."""
+def recurrent_layer_flops(
+    length: int, width: int, kind: Literal["rnn", "gru", "lstm"] = "rnn"
+) -> int:
+    """Operations of one recurrent layer (input and hidden width ``D``) over ``T`` steps: the
+    tanh RNN (two ``D x D`` products per step), a GRU (six) or an LSTM (eight), run step by step
+    so that ``FlopCounterMode`` sees every product (it does not look inside fused ``nn.LSTM``)."""
     check_positive_int("length", length)
     check_positive_int("width", width)
-    rnn = TanhRNN(RNNConfig(width, width), generator=torch.Generator().manual_seed(0))
+    if kind not in ("rnn", "gru", "lstm"):
+        raise ValueError(f"kind must be 'rnn', 'gru' or 'lstm', got {kind!r}")
     inputs = torch.zeros(1, length, width)  # (B, T, E) with B = 1, E = D
-    return _count_flops(lambda: rnn(inputs))
+    if kind == "rnn":
+        rnn = TanhRNN(RNNConfig(width, width), generator=torch.Generator().manual_seed(0))
+        return _count_flops(lambda: rnn(inputs))
+    with torch.random.fork_rng(devices=[]):  # the weights' values do not change the count
+        cell = nn.GRUCell(width, width) if kind == "gru" else nn.LSTMCell(width, width)
+
+    def run() -> None:
+        state = None
+        for t in range(length):  # one step after another, as the layer runs
+            state = cell(inputs[:, t], state)
+
+    return _count_flops(run)
 
 
 @torch.no_grad()
