@@ -10,8 +10,10 @@ myst-nb loads the Jupyter widget manager and RequireJS (about 4.5 MB) on every p
 notebook has any saved state, and the book's ``LiveView`` cells, tagged ``remove-output``, are
 shown only in a live kernel. A notebook with no displayed widget view saves no widget state.
 
-It fails when a cell writes to stderr (warnings and progress bars do not belong in the book)
-or when a notebook breaks the budget of DESIGN.md: 30 s and 1.5 GB peak memory on 2 cores.
+Every kernel gets the AVX2 vector kernels whatever the processor (:mod:`.kernels`), so an
+AVX-512 machine writes the same files. It fails when a cell writes to stderr (warnings and
+progress bars do not belong in the book) or when a notebook breaks the budget of DESIGN.md:
+30 s and 1.5 GB peak memory on 2 cores.
 """
 
 import argparse
@@ -24,6 +26,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from transformer_tutorial.book.kernels import pinned_environment
 
 __all__ = ["BUDGET_MEMORY_MB", "BUDGET_SECONDS", "Run", "execute_notebook"]
 
@@ -161,7 +165,7 @@ def execute_notebook(path: Path | str, timeout: int = 120) -> Run:
         coalesce_streams=True,
     )
     start = time.perf_counter()
-    with client.setup_kernel():
+    with client.setup_kernel(env=pinned_environment()):  # the same kernels on every x86 CPU
         for index, cell in enumerate(notebook.cells):
             client.execute_cell(cell, index)
         seconds = time.perf_counter() - start
