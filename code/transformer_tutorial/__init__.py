@@ -15,8 +15,9 @@ The letters always mean the same thing:
 ``H``  number of attention heads
 ``K``  ``d_k``: the width of one head's queries and keys (``D // H``)
 ``V``  ``d_v``: the width of one head's values
-``L``  length of a lookup table (maximum number of positions)
 ``F``  ``d_ff``: the hidden width of the feed-forward network (``4 D`` by default)
+``L``  number of layers in a stack (the paper writes ``N``)
+``P``  rows of a position table: the most positions it encodes (``max_len``)
 =====  ==============================================================
 """
 

@@ -45,8 +45,8 @@ def positional_explorer_data(
         raise ValueError(f"d_models has repeats: {list(d_models)}")
     table_rows, similarity_rows = [], []
     for d_model in d_models:
-        table = sinusoidal_encoding(max_len, d_model, base)  # (L, D)
-        similarity = table @ table.T  # (L, D) @ (D, L) -> (L, L)
+        table = sinusoidal_encoding(max_len, d_model, base)  # (P, D)
+        similarity = table @ table.T  # (P, D) @ (D, P) -> (P, P)
         for pos in range(max_len):
             table_rows.append(
                 {"d": int(d_model), "p": pos, "v": np.round(table[pos], DECIMALS).tolist()}
