@@ -31,13 +31,16 @@ from transformer_tutorial.model.tokens import ordinary_token_ids
 from transformer_tutorial.studies.real_model import (
     FRUIT_ANCHORS,
     HEAD_ROLES,
+    SENSE_SENTENCES,
     TECHNOLOGY_ANCHORS,
     anchor_points,
+    attention_locality,
     attention_record,
     compare_with_reference,
     diagonal_count,
     group_similarity,
     head_roles,
+    sense_separation,
     shift_record,
 )
 from transformer_tutorial.views import explorers
@@ -523,6 +526,10 @@ def test_diagonal_count_by_hand():
     np.testing.assert_allclose(count.head_shares, [[1.0, 0.25, 0.0]])
     assert count.self_share == pytest.approx(5 / 12)
     assert count.special_share == pytest.approx(10 / 12)
+    assert count.on_both == 2 + 1  # head 1: [CLS] and [SEP] on themselves; head 2: [CLS]
+    assert count.both_share == pytest.approx(3 / 12)
+    assert count.word_rows == 3 * 2 and count.word_chance == pytest.approx(0.25)
+    assert count.word_self_share == pytest.approx(2 / 6)  # a and b in the first head only
     two = diagonal_count(
         [
             _record("s", tokens, weights),
@@ -548,6 +555,7 @@ def test_diagonal_count_on_the_real_model(encoder):
     assert count.head_shares.shape == (6, 12)
     assert count.rows == 6 * 12 * sum(len(encoder.encode([s]).tokens[0]) for s in SENTENCES[:3])
     assert count.self_share < 0.5 < count.special_share  # the claim fails; [CLS]/[SEP] win
+    assert count.word_self_share < count.word_chance  # word pieces favour themselves rarely
 
 
 def test_group_similarity_by_hand():
@@ -633,3 +641,75 @@ def test_the_real_model_has_a_previous_word_piece_head(encoder):
     roles = head_roles([attention_record(encoder, sentence) for sentence in SENTENCES[:4]])
     assert roles["previous word piece"][0, 2] > 0.95  # layer 1, head 3
     assert roles["[CLS]"].mean() > 0.4 > roles["itself"].max()
+
+
+def test_attention_locality_by_hand():
+    tokens = ["[CLS]", "a", "b", "c", "[SEP]"]
+    previous = np.eye(5, k=-1)  # row t on t - 1: a on [CLS], b on a, c on b
+    previous[0, 0] = 1.0
+    even = np.zeros((5, 5))
+    even[:, 1:4] = 1 / 3  # every row spread over the three pieces
+    weights = np.stack([previous[None], even[None]])  # (L, H, T, T) = (2, 1, 5, 5)
+    locality = attention_locality([_record("s", tokens, weights)])
+    # layer 1: a's weight is all on [CLS]; b and c put theirs on the piece before
+    np.testing.assert_allclose(locality["on [CLS] and [SEP]"], [1 / 3, 0.0])
+    np.testing.assert_allclose(locality["adjacent"], [1.0, (1 + 2 + 1) / 9])
+    np.testing.assert_allclose(locality["mean distance"], [1.0, (3 + 2 + 3) / 9])
+    # spread evenly, b's row (two neighbours of three pieces) and c's (one of three) count in
+    # layer 1, where a has no weight on pieces; every row counts in layer 2
+    np.testing.assert_allclose(locality["adjacent (even)"], [(2 / 3 + 1 / 3) / 2, 4 / 9])
+    np.testing.assert_allclose(locality["mean distance (even)"], [(2 / 3 + 1) / 2, 8 / 9])
+    np.testing.assert_allclose(locality["adjacent"][1], locality["adjacent (even)"][1])
+    with pytest.raises(ValueError, match="records is empty"):
+        attention_locality([])
+    with pytest.raises(ValueError, match="no word piece"):
+        attention_locality([_record("s", ["[CLS]", "[SEP]"], np.full((1, 1, 2, 2), 0.5))])
+    with pytest.raises(ValueError, match="has 1 layers, the first 2"):
+        attention_locality([_record("s", tokens, weights), _record("t", tokens, weights[:1])])
+
+
+def test_attention_locality_on_the_real_model(encoder):
+    """The middle of chapter 10's finding: the second layer looks at neighbours about twice
+    as often as an even spread would, the last layer no more than an even spread."""
+    locality = attention_locality([attention_record(encoder, s) for s in SENTENCES[:4]])
+    assert all(value.shape == (6,) for value in locality.values())
+    assert locality["adjacent"][1] > 1.5 * locality["adjacent (even)"][1]
+    assert locality["mean distance"][1] < locality["mean distance (even)"][1]
+    assert locality["adjacent"][1] > locality["adjacent"][5]
+
+
+def test_sense_separation_by_hand():
+    def layers(*rows):  # one vector per layer: (L + 1, D)
+        return torch.tensor(rows, dtype=torch.float32)
+
+    vectors = {
+        "x": [layers([1.0, 0.0], [1.0, 0.0]), layers([1.0, 0.0], [2.0, 0.0])],
+        "y": [layers([1.0, 0.0], [0.0, 1.0]), layers([1.0, 0.0], [1.0, 1.0])],
+    }  # layer 0: all the same; layer 1: x along the first axis, y apart
+    result = sense_separation(vectors)
+    np.testing.assert_allclose(result["same sense"], [1.0, (1 + 2**-0.5) / 2])
+    np.testing.assert_allclose(result["other sense"], [1.0, (0 + 2**-0.5) / 2])
+    np.testing.assert_allclose(result["separation"], [0.0, 0.5])
+    # layer 0: ties everywhere, so no sentence is strictly nearer its own sense
+    np.testing.assert_allclose(result["nearest sense"], [0.0, 0.75])  # y1: 1/sqrt2 vs 1/sqrt2
+    with pytest.raises(ValueError, match="at least two senses"):
+        sense_separation({"x": vectors["x"]})
+    with pytest.raises(ValueError, match="at least two sentences"):
+        sense_separation({"x": vectors["x"], "y": vectors["y"][:1]})
+    with pytest.raises(ValueError, match="same shape"):
+        sense_separation({"x": vectors["x"], "y": [vectors["y"][0], torch.ones(3, 2)]})
+
+
+def test_sense_separation_on_the_real_model(encoder):
+    """Chapter 10's measurement: from the first layer on, "bank" in river sentences is nearer
+    the other river sentences than the money ones; before any attention (row 0) its vector
+    differs only by position."""
+    senses = SENSE_SENTENCES["bank"]
+    vectors = {
+        sense: [encoder.word_vectors(s, "bank") for s in group] for sense, group in senses.items()
+    }
+    result = sense_separation(vectors)
+    assert all(value.shape == (7,) for value in result.values())
+    assert abs(result["separation"][0]) < 0.02
+    assert (result["separation"][1:] > 0.05).all()
+    np.testing.assert_array_equal(result["nearest sense"][1:], 1.0)

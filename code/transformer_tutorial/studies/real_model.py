@@ -10,7 +10,11 @@ module only measures it:
   token itself, to ``[CLS]`` and to ``[SEP]``; :func:`diagonal_count`: how often a row's largest
   weight is on the diagonal;
 - :func:`group_similarity`, :func:`anchor_points` and :func:`shift_record`: the "apple" shift,
-  a word's cosine similarity to fruit and technology anchor words after every layer.
+  a word's cosine similarity to fruit and technology anchor words after every layer;
+- :func:`attention_locality` and :func:`sense_separation`: the claim "early layers learn local
+  syntax, later layers abstract meaning", layer by layer: how near each layer's heads look,
+  and how well an ambiguous word's vector after each layer tells its senses apart (a probe in
+  the spirit of Tenney et al. 2019, "BERT rediscovers the classical NLP pipeline").
 
 Shapes use the package notation: ``B`` sentences, ``T`` tokens, ``D`` = ``d_model`` (384),
 ``H`` heads (12); ``L`` here is the number of layers (6) and ``N`` a number of words.
@@ -34,14 +38,17 @@ from transformer_tutorial.studies.records import AnchorPoint, AttentionRecord, S
 __all__ = [
     "FRUIT_ANCHORS",
     "HEAD_ROLES",
+    "SENSE_SENTENCES",
     "TECHNOLOGY_ANCHORS",
     "DiagonalCount",
     "ReferenceComparison",
     "anchor_points",
+    "attention_locality",
     "compare_with_reference",
     "diagonal_count",
     "group_similarity",
     "head_roles",
+    "sense_separation",
 ]
 
 
@@ -224,6 +231,9 @@ class DiagonalCount:
     on_special: int  # rows whose largest weight is on [CLS] or [SEP]
     chance: float  # share of rows a largest weight placed at random would put on the token
     head_shares: np.ndarray  # (L, H): each head's share of rows that favour the token itself
+    on_both: int = 0  # rows of [CLS] or [SEP] whose largest weight is on itself: in both counts
+    word_rows: int = 0  # rows of word pieces (not [CLS] or [SEP])
+    word_chance: float = 0.0  # share of word-piece rows a random largest weight puts on itself
 
     @property
     def self_share(self) -> float:
@@ -233,6 +243,15 @@ class DiagonalCount:
     def special_share(self) -> float:
         return self.on_special / self.rows
 
+    @property
+    def both_share(self) -> float:
+        return self.on_both / self.rows
+
+    @property
+    def word_self_share(self) -> float:
+        """Share of the word-piece rows whose largest weight is on the piece itself."""
+        return (self.on_self - self.on_both) / self.word_rows
+
 
 def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
     """Test "every token pays most attention to itself" on real weights.
@@ -240,12 +259,13 @@ def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
     For each record (one sentence, weights ``(L, H, T, T)``, every record of the same model),
     every query row of every layer and head: is its largest weight on the token itself (a tie
     does not count: ``embedding_shift.favours_self``), and is it on ``[CLS]`` or
-    ``[SEP]``?
+    ``[SEP]``? A row of ``[CLS]`` or ``[SEP]`` that favours itself counts in both, and in
+    ``on_both``; ``word_rows`` and ``word_chance`` count the word-piece rows alone.
     """
     if len(records) == 0:
         raise ValueError("records is empty: give at least one sentence's attention")
-    rows = on_self = on_special = 0
-    chance = 0.0
+    rows = on_self = on_special = on_both = word_rows = 0
+    chance = word_chance = 0.0
     head_counts: np.ndarray | None = None
     for record in records:
         weights = np.asarray(record.weights, dtype=float)
@@ -268,9 +288,23 @@ def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
         rows += on_itself.size
         on_self += int(on_itself.sum())
         on_special += int(np.isin(strongest, special).sum())
+        on_both += int(on_itself[..., special].sum())  # (L, H, T) -> the special tokens' rows
         chance += on_itself.size / length  # each of the T rows: 1 chance in T
+        words = on_itself.size // length * (length - len(special))  # L * H * (T - specials)
+        word_rows += words
+        word_chance += words / length
     head_rows = rows / head_counts.size  # the same number of rows in every head
-    return DiagonalCount(rows, on_self, on_special, chance / rows, head_counts / head_rows)
+    head_shares = head_counts / head_rows
+    return DiagonalCount(
+        rows,
+        on_self,
+        on_special,
+        chance / rows,
+        head_shares,
+        on_both,
+        word_rows,
+        word_chance / word_rows if word_rows else 0.0,
+    )
 
 
 def attention_record(
@@ -307,3 +341,140 @@ def shift_record(
     trajectory = np.stack([similarity[group] for group in groups], axis=1)  # (L + 1, 2)
     looked = run.weights(0)[:, :, positions].mean(axis=(0, 1, 2))  # (L, H, P, T) -> (T,)
     return ShiftRecord(label or sentence, word, trajectory, run.tokens(0), looked)
+
+
+def attention_locality(records: Sequence[AttentionRecord]) -> dict[str, np.ndarray]:
+    """Layer by layer, how near the heads look: ``{measure: (L,)}``, pooled over every head
+    and over the word-piece queries (not ``[CLS]`` or ``[SEP]``) of every record.
+
+    - ``"on [CLS] and [SEP]"``: the share of the rows' weight on the two special tokens;
+    - ``"adjacent"``: of the weight the rows put on word pieces, the share on the pieces at
+      distance 1 (``|i - j| = 1``);
+    - ``"mean distance"``: the mean ``|i - j|`` over word-piece keys, weighted by that weight;
+    - ``"adjacent (even)"`` and ``"mean distance (even)"``: the same two if every row spread
+      its word-piece weight evenly over the sentence's word pieces: no preference for nearby.
+
+    The last four count word-piece keys only, so that ``[CLS]``, the parking spot of most
+    heads and far from most queries, does not read as long-range attention.
+    """
+    if len(records) == 0:
+        raise ValueError("records is empty: give at least one sentence's attention")
+    layers = None
+    sums = {}  # measure -> (L,)
+    for record in records:
+        weights = np.asarray(record.weights, dtype=float)  # (L, H, T, T)
+        if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:
+            raise ValueError(
+                f"record {record.label!r}: weights must have shape (L, H, T, T), got "
+                f"{weights.shape}"
+            )
+        if layers is not None and weights.shape[0] != layers:
+            raise ValueError(
+                f"record {record.label!r} has {weights.shape[0]} layers, the first {layers}"
+            )
+        layers = weights.shape[0]
+        pieces = [t for t, token in enumerate(record.tokens) if token not in (CLS_TOKEN, SEP_TOKEN)]
+        if not pieces:
+            raise ValueError(f"record {record.label!r} has no word piece between [CLS] and [SEP]")
+        rows = weights[:, :, pieces]  # (L, H, P, T): word-piece queries
+        on_pieces = rows[..., pieces]  # (L, H, P, P): ... and word-piece keys
+        distance = np.abs(np.subtract.outer(pieces, pieces)).astype(float)  # (P, P): |i - j|
+        adjacent = distance == 1
+        mass = on_pieces.sum(axis=-1)  # (L, H, P): each row's weight on word pieces
+        even_adjacent = adjacent.mean(axis=-1)  # (P,): k neighbours of n pieces -> k / n
+        even_distance = distance.mean(axis=-1)  # (P,)
+        parts = {
+            "rows": np.full(layers, rows.shape[1] * rows.shape[2], dtype=float),
+            "on [CLS] and [SEP]": (rows.sum(axis=-1) - mass).sum(axis=(1, 2)),
+            "piece weight": mass.sum(axis=(1, 2)),
+            "adjacent": (on_pieces * adjacent).sum(axis=(1, 2, 3)),
+            "mean distance": (on_pieces * distance).sum(axis=(1, 2, 3)),
+            "adjacent (even)": (mass * even_adjacent).sum(axis=(1, 2)),
+            "mean distance (even)": (mass * even_distance).sum(axis=(1, 2)),
+        }
+        for name, value in parts.items():
+            sums[name] = sums[name] + value if name in sums else value
+    result = {"on [CLS] and [SEP]": sums["on [CLS] and [SEP]"] / sums["rows"]}
+    for name in ("adjacent", "adjacent (even)", "mean distance", "mean distance (even)"):
+        result[name] = sums[name] / sums["piece weight"]
+    return result
+
+
+SENSE_SENTENCES = {  # word -> sense -> sentences using the word in that sense
+    "apple": {
+        "fruit": (
+            "She sliced the apple and ate it with cheese",
+            "I ate an apple and a banana for lunch",
+            "An apple a day keeps the doctor away",
+            "The apple tree in our garden is full of blossom",
+        ),
+        "company": (
+            "Apple released a new iPhone and a faster laptop",
+            "He updated the software on his Apple computer",
+            "Apple shares rose after the product launch",
+            "My Apple watch needs charging every night",
+        ),
+    },
+    "bank": {
+        "river": (
+            "We had a picnic on the bank of the river",
+            "The boat drifted toward the muddy bank",
+            "Fish hide under the grassy bank of the stream",
+            "Reeds grow along the bank of the lake",
+        ),
+        "money": (
+            "I deposited my salary at the bank",
+            "The bank approved her loan on Monday",
+            "He works as a teller at a bank downtown",
+            "The bank raised its interest rates again",
+        ),
+    },
+}
+
+
+def sense_separation(vectors: Mapping[str, Sequence[torch.Tensor]]) -> dict[str, np.ndarray]:
+    """Layer by layer, how well one word's vectors tell its senses apart.
+
+    ``vectors`` maps each sense (at least two) to the word's vectors in at least two sentences
+    using it in that sense, each ``(L + 1, D)`` (:meth:`PretrainedEncoder.word_vectors`).
+    Returns ``{measure: (L + 1,)}``:
+
+    - ``"same sense"``: mean cosine similarity of two of the word's vectors from different
+      sentences of the same sense; ``"other sense"``: from sentences of different senses;
+      ``"separation"``: the first minus the second;
+    - ``"nearest sense"``: the share of sentences whose vector is more similar, on average, to
+      the other sentences of its own sense than to those of any other sense (leave one out).
+    """
+    if len(vectors) < 2:
+        raise ValueError(f"vectors must hold at least two senses, got {list(vectors)}")
+    labels, rows = [], []
+    for sense, group in vectors.items():
+        if len(group) < 2:
+            raise ValueError(f"sense {sense!r} needs at least two sentences, got {len(group)}")
+        labels += [sense] * len(group)
+        rows += list(group)
+    shapes = {tuple(row.shape) for row in rows}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        raise ValueError(f"every vector must have the same shape (L + 1, D), got {shapes}")
+    stacked = torch.nn.functional.normalize(torch.stack(rows).double(), dim=-1)  # (N, L + 1, D)
+    cosine = torch.einsum("ild,jld->lij", stacked, stacked).numpy()  # (L + 1, N, N)
+    labels = np.array(labels)
+    same = labels[:, None] == labels[None, :]  # (N, N)
+    other = ~same
+    np.fill_diagonal(same, False)  # a sentence is not compared with itself
+    result = {
+        "same sense": cosine[:, same].mean(axis=-1),
+        "other sense": cosine[:, other].mean(axis=-1),
+    }
+    result["separation"] = result["same sense"] - result["other sense"]
+    nearest = np.zeros(cosine.shape[0])  # (L + 1,): sentences placed with their own sense
+    for i, sense in enumerate(labels):
+        others = np.arange(len(labels)) != i  # leave sentence i out
+        score = {  # sense -> (L + 1,): mean similarity to that sense's other sentences
+            name: cosine[:, i, (labels == name) & others].mean(axis=-1)
+            for name in dict.fromkeys(labels)
+        }
+        rival = np.max([value for name, value in score.items() if name != sense], axis=0)
+        nearest += score[sense] > rival
+    result["nearest sense"] = nearest / len(labels)
+    return result
