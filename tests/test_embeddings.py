@@ -449,6 +449,27 @@ def test_input_vectors_for_a_batch_and_with_the_papers_scale():
     torch.testing.assert_close(scaled - batch, table[ids] * (math.sqrt(6) - 1))
 
 
+def test_input_vectors_with_a_learned_position_table(directory, table):
+    learned = embeddings.load_position_embeddings(directory)
+    assert learned.shape == (512, table.shape[1])
+    ids = torch.tensor([101, 1996, 4937, 102])
+    x = embeddings.input_vectors(table, ids, positions=learned)
+    assert torch.equal(x, table[ids] + learned[:4])
+    with pytest.raises(ValueError, match=r"positions must have shape \(max_len, 384\)"):
+        embeddings.input_vectors(table, ids, positions=learned[:, :5])
+    with pytest.raises(ValueError, match="positions has 3 rows, fewer than T = 4"):
+        embeddings.input_vectors(table, ids, positions=learned[:3])
+
+
+def test_position_embeddings_need_their_key(tmp_path):
+    save_file({"something.else": torch.zeros(2, 3)}, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=r"no tensor 'embeddings\.position_embeddings\.weight'"):
+        embeddings.load_position_embeddings(tmp_path)
+    save_file({embeddings.POSITION_EMBEDDINGS_KEY: torch.zeros(6)}, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=r"must have shape \(max_len, D\), got \(6,\)"):
+        embeddings.load_position_embeddings(tmp_path)
+
+
 def test_input_vectors_reject_bad_shapes():
     with pytest.raises(ValueError, match="d_model must be even"):
         embeddings.input_vectors(torch.zeros(5, 3), [0, 1])
@@ -571,6 +592,16 @@ def test_bpe_learns_sennrichs_merges():
     ]  # an unseen word, in known pieces
     assert token_code.apply_bpe("newest", merges) == ["newest</w>"]
     assert token_code.apply_bpe("wider", merges) == ["wi", "d", "e", "r", "</w>"]
+
+
+def test_first_pair_counts_are_what_the_first_merge_picks_from():
+    counts = token_code.first_pair_counts({"low": 5, "lower": 2, "newest": 6, "widest": 3})
+    assert counts[("e", "s")] == counts[("s", "t")] == counts[("t", "</w>")] == 9  # a 3-way tie
+    assert counts[("w", "e")] == 8 and counts[("l", "o")] == 7 and counts[("r", "</w>")] == 2
+    assert max(counts.values()) == 9 and sum(counts.values()) == 5 * 3 + 2 * 5 + 6 * 6 + 3 * 6
+    assert max(counts, key=counts.get) == ("e", "s")  # learn_bpe's first merge
+    with pytest.raises(ValueError, match="word_counts is empty"):
+        token_code.first_pair_counts({})
 
 
 def test_bpe_breaks_ties_by_first_seen_and_stops_when_done():

@@ -26,9 +26,11 @@ from transformer_tutorial.model.files import require_files
 from transformer_tutorial.model.positions import sinusoidal_encoding
 
 __all__ = [
+    "POSITION_EMBEDDINGS_KEY",
     "WORD_EMBEDDINGS_KEY",
     "embedding_module",
     "input_vectors",
+    "load_position_embeddings",
     "load_word_embeddings",
     "lookup_by_index",
     "lookup_by_one_hot",
@@ -36,6 +38,7 @@ __all__ = [
 
 
 WORD_EMBEDDINGS_KEY = "embeddings.word_embeddings.weight"  # (vocab, D) = (30522, 384)
+POSITION_EMBEDDINGS_KEY = "embeddings.position_embeddings.weight"  # (max_len, D) = (512, 384)
 
 
 def load_word_embeddings(directory: str | os.PathLike) -> torch.Tensor:
@@ -43,17 +46,23 @@ def load_word_embeddings(directory: str | os.PathLike) -> torch.Tensor:
 
     Only this one tensor is read (safetensors maps the file and copies the slice it needs).
     """
+    return _load_table(directory, WORD_EMBEDDINGS_KEY, "(vocab, D)")
+
+
+def load_position_embeddings(directory: str | os.PathLike) -> torch.Tensor:
+    """The model's *learned* position table ``P``, ``(max_len, D)``: row ``i`` is added to the
+    token vector at position ``i`` (BERT-style models learn it instead of using sinusoids)."""
+    return _load_table(directory, POSITION_EMBEDDINGS_KEY, "(max_len, D)")
+
+
+def _load_table(directory: str | os.PathLike, key: str, shape: str) -> torch.Tensor:
     directory = require_files(directory, ("model.safetensors",))
     with safe_open(directory / "model.safetensors", framework="pt") as tensors:
-        if WORD_EMBEDDINGS_KEY not in tensors.keys():
-            raise ValueError(
-                f"{directory / 'model.safetensors'} holds no tensor {WORD_EMBEDDINGS_KEY!r}"
-            )
-        table = tensors.get_tensor(WORD_EMBEDDINGS_KEY)  # (vocab, D)
+        if key not in tensors.keys():
+            raise ValueError(f"{directory / 'model.safetensors'} holds no tensor {key!r}")
+        table = tensors.get_tensor(key)  # 2-D
     if table.dim() != 2:
-        raise ValueError(
-            f"{WORD_EMBEDDINGS_KEY} must have shape (vocab, D), got {tuple(table.shape)}"
-        )
+        raise ValueError(f"{key} must have shape {shape}, got {tuple(table.shape)}")
     return table
 
 
@@ -91,14 +100,16 @@ def input_vectors(
     table: torch.Tensor,
     ids: torch.Tensor | Sequence[int],
     *,
+    positions: torch.Tensor | None = None,
     scale_by_sqrt_d_model: bool = False,
 ) -> torch.Tensor:
-    """``x_i = E(token_i) + P(i)``: the token's row plus the sinusoidal encoding of position i.
+    """``x_i = E(token_i) + P(i)``: the token's row plus the encoding of position i.
 
-    ``ids`` has shape ``(T,)`` or ``(B, T)``; the result ``(T, D)`` or ``(B, T, D)``. The paper
-    (section 3.4) also multiplies the embedding by ``sqrt(d_model)`` first; pass
-    ``scale_by_sqrt_d_model=True`` for that. ``D`` must be even (one sine and one cosine per
-    frequency, see :mod:`transformer_tutorial.model.positions`).
+    ``ids`` has shape ``(T,)`` or ``(B, T)``; the result ``(T, D)`` or ``(B, T, D)``. ``P`` is
+    the sinusoidal table (``D`` must then be even: one sine and one cosine per frequency, see
+    :mod:`transformer_tutorial.model.positions`) unless ``positions`` gives a learned table
+    ``(max_len, D)``. The paper (section 3.4) also multiplies the embedding by
+    ``sqrt(d_model)`` first; pass ``scale_by_sqrt_d_model=True`` for that.
     """
     check_table(table)
     ids = check_token_ids(ids, table.shape[0])
@@ -108,5 +119,18 @@ def input_vectors(
     vectors = table[ids]  # (T,) -> (T, D) or (B, T) -> (B, T, D)
     if scale_by_sqrt_d_model:
         vectors = vectors * math.sqrt(d_model)
-    positions = torch.as_tensor(sinusoidal_encoding(length, d_model), dtype=table.dtype)  # (T, D)
-    return vectors + positions  # (..., T, D) + (T, D) broadcasts over B
+    if positions is None:
+        rows = torch.as_tensor(sinusoidal_encoding(length, d_model), dtype=table.dtype)  # (T, D)
+    else:
+        _check_positions(positions, length, d_model)
+        rows = positions[:length]  # (max_len, D) -> (T, D)
+    return vectors + rows  # (..., T, D) + (T, D) broadcasts over B
+
+
+def _check_positions(positions: torch.Tensor, length: int, d_model: int) -> None:
+    if positions.dim() != 2 or positions.shape[1] != d_model:
+        raise ValueError(
+            f"positions must have shape (max_len, {d_model}), got {tuple(positions.shape)}"
+        )
+    if positions.shape[0] < length:
+        raise ValueError(f"positions has {positions.shape[0]} rows, fewer than T = {length}")

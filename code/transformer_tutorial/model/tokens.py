@@ -36,6 +36,7 @@ __all__ = [
     "TokenizedText",
     "apply_bpe",
     "encode_batch",
+    "first_pair_counts",
     "learn_bpe",
     "load_tokenizer",
     "load_vocabulary",
@@ -146,6 +147,17 @@ def learn_bpe(word_counts: Mapping[str, int], num_merges: int) -> list[tuple[str
         merges.append(best)
         corpus = [(_merge(symbols, best), count) for symbols, count in corpus]
     return merges
+
+
+def first_pair_counts(word_counts: Mapping[str, int]) -> dict[tuple[str, str], int]:
+    """How often each pair of neighbouring characters occurs, weighted by the words' counts:
+    what :func:`learn_bpe` counts before its first merge (``END_OF_WORD`` included)."""
+    _check_word_counts(word_counts, 1)
+    counts: dict[tuple[str, str], int] = {}  # (left, right) -> occurrences
+    for word, count in word_counts.items():
+        for pair in pairwise((*word, END_OF_WORD)):
+            counts[pair] = counts.get(pair, 0) + count
+    return counts
 
 
 def _check_word_counts(word_counts: Mapping[str, int], num_merges: int) -> None:
