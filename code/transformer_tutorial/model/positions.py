@@ -55,15 +55,15 @@ def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
 def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> np.ndarray:
     """The paper's table (section 3.5): sine in even dimensions, cosine in odd ones.
 
-    Returns ``PE`` of shape ``(L, D)`` with ``L = max_len``, in float64: row ``pos`` is the
+    Returns ``PE`` of shape ``(P, D)`` with ``P = max_len``, in float64: row ``pos`` is the
     vector added to the token at position ``pos``.
     """
     check_positive_int("max_len", max_len)
     _check_d_model(d_model)
-    positions = np.arange(max_len)[:, None]  # (L, 1): pos = 0, 1, ..., L - 1
+    positions = np.arange(max_len)[:, None]  # (P, 1): pos = 0, 1, ..., P - 1
     omega = frequencies(d_model, base)[None, :]  # (1, D/2)
-    angles = positions * omega  # (L, 1) * (1, D/2) -> (L, D/2): the angle of pair i at pos
-    table = np.empty((max_len, d_model))  # (L, D)
+    angles = positions * omega  # (P, 1) * (1, D/2) -> (P, D/2): the angle of pair i at pos
+    table = np.empty((max_len, d_model))  # (P, D)
     table[:, 0::2] = np.sin(angles)  # dimensions 0, 2, 4, ... (even): sine
     table[:, 1::2] = np.cos(angles)  # dimensions 1, 3, 5, ... (odd): cosine
     return table
@@ -94,7 +94,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, config: PositionalConfig):
         super().__init__()
         self.config = config
-        table = sinusoidal_encoding(config.max_len, config.d_model, config.base)  # (L, D)
+        table = sinusoidal_encoding(config.max_len, config.d_model, config.base)  # (P, D)
         self.register_buffer("table", torch.tensor(table, dtype=torch.float32), persistent=False)
         self.dropout = nn.Dropout(config.dropout)
 
@@ -102,7 +102,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         """``x``: token embeddings ``(B, T, D)``; returns ``(B, T, D)``."""
         _check_embeddings(x, self.config.d_model, self.config.max_len)
         length = x.shape[1]  # T
-        positions = self.table[:length].to(x.dtype)  # (L, D) -> (T, D): rows 0 .. T - 1
+        positions = self.table[:length].to(x.dtype)  # (P, D) -> (T, D): rows 0 .. T - 1
         return self.dropout(x + positions)  # (B, T, D) + (T, D): the same rows for every sentence
 
 
@@ -116,7 +116,7 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, config: PositionalConfig, generator: torch.Generator | None = None):
         super().__init__()
         self.config = config
-        # (L, D), given storage without an initial draw from the global generator
+        # (P, D), given storage without an initial draw from the global generator
         self.embedding = nn.Embedding(
             config.max_len, config.d_model, _weight=torch.empty(config.max_len, config.d_model)
         )

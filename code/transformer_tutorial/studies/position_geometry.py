@@ -66,17 +66,17 @@ def sinusoidal_encoding_concatenated(
     """The ``[sin | cos]`` layout some figures and libraries use: all sines first, then all cosines.
 
     It holds exactly the same numbers as ``sinusoidal_encoding``, in another column order
-    (see :func:`concatenated_to_interleaved`). Shape ``(L, D)``.
+    (see :func:`concatenated_to_interleaved`). Shape ``(P, D)``.
     """
     check_positive_int("max_len", max_len)
-    angles = np.arange(max_len)[:, None] * frequencies(d_model, base)[None, :]  # (L, D/2)
-    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)  # (L, D/2 + D/2) = (L, D)
+    angles = np.arange(max_len)[:, None] * frequencies(d_model, base)[None, :]  # (P, D/2)
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)  # (P, D/2 + D/2) = (P, D)
 
 
 def concatenated_to_interleaved(d_model: int) -> np.ndarray:
     """Column order that turns the ``[sin | cos]`` table into the paper's interleaved one.
 
-    ``sinusoidal_encoding_concatenated(L, D)[:, order] == sinusoidal_encoding(L, D)``.
+    ``sinusoidal_encoding_concatenated(P, D)[:, order] == sinusoidal_encoding(P, D)``.
     """
     _check_even_d_model(d_model)
     half = d_model // 2  # D/2 pairs
@@ -94,15 +94,15 @@ def tensor2tensor_encoding(
     Its ``D/2`` frequencies run geometrically from ``1 / min_timescale`` to ``1 / max_timescale``
     *inclusive*: ``omega_i = 10000^(-i / (D/2 - 1))``, where the paper has
     ``10000^(-2i / D)``, which stops short of ``1 / 10000``. Pair 0 is the same; every later
-    pair turns a little slower. Shape ``(L, D)``.
+    pair turns a little slower. Shape ``(P, D)``.
     """
     check_positive_int("max_len", max_len)
     _check_even_d_model(d_model)
     half = d_model // 2  # D/2 frequencies
     increment = np.log(max_timescale / min_timescale) / max(half - 1, 1)  # log-spacing
     omega = np.exp(-increment * np.arange(half)) / min_timescale  # (D/2,): 1 ... 1/10000
-    angles = np.arange(max_len)[:, None] * omega[None, :]  # (L, 1) * (1, D/2) -> (L, D/2)
-    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)  # (L, D)
+    angles = np.arange(max_len)[:, None] * omega[None, :]  # (P, 1) * (1, D/2) -> (P, D/2)
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)  # (P, D)
 
 
 def _check_even_d_model(d_model: int) -> None:
