@@ -530,6 +530,19 @@ def test_diagonal_count_by_hand():
     assert count.both_share == pytest.approx(3 / 12)
     assert count.word_rows == 3 * 2 and count.word_chance == pytest.approx(0.25)
     assert count.word_self_share == pytest.approx(2 / 6)  # a and b in the first head only
+    # among the word pieces alone: head 1 on itself (2 rows); head 2 gives a and b 0 each, a tie;
+    # head 3 ties too. The chance is 1 in 2 word pieces.
+    assert count.among_pieces == 2 and count.among_pieces_share == pytest.approx(2 / 6)
+    assert count.among_pieces_chance == pytest.approx(0.5)
+    sinks = np.array([
+        [0.1, 0.6, 0.2, 0.1],  # [CLS] looks at a
+        [0.5, 0.2, 0.1, 0.2],  # a: [CLS] first, but among a and b, a itself
+        [0.1, 0.3, 0.2, 0.4],  # b: [SEP] first, and among a and b, a
+        [0.4, 0.3, 0.2, 0.1],  # [SEP] looks at [CLS]
+    ])[None, None]  # fmt: skip
+    on_sinks = diagonal_count([_record("sinks", tokens, sinks)])
+    assert on_sinks.on_self == 0  # no row's largest weight is on its own token
+    assert on_sinks.among_pieces == 1 and on_sinks.among_pieces_share == pytest.approx(1 / 2)
     two = diagonal_count(
         [
             _record("s", tokens, weights),
@@ -556,6 +569,8 @@ def test_diagonal_count_on_the_real_model(encoder):
     assert count.rows == 6 * 12 * sum(len(encoder.encode([s]).tokens[0]) for s in SENTENCES[:3])
     assert count.self_share < 0.5 < count.special_share  # the claim fails; [CLS]/[SEP] win
     assert count.word_self_share < count.word_chance  # word pieces favour themselves rarely
+    assert count.word_self_share < count.among_pieces_share  # without the sinks, more often
+    assert 0 < count.among_pieces_chance < 1
 
 
 def test_group_similarity_by_hand():

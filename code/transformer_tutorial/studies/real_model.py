@@ -234,6 +234,8 @@ class DiagonalCount:
     on_both: int = 0  # rows of [CLS] or [SEP] whose largest weight is on itself: in both counts
     word_rows: int = 0  # rows of word pieces (not [CLS] or [SEP])
     word_chance: float = 0.0  # share of word-piece rows a random largest weight puts on itself
+    among_pieces: int = 0  # word-piece rows whose largest weight among word pieces is on itself
+    among_pieces_chance: float = 0.0  # the same share for a random word piece: mean 1 / pieces
 
     @property
     def self_share(self) -> float:
@@ -252,6 +254,12 @@ class DiagonalCount:
         """Share of the word-piece rows whose largest weight is on the piece itself."""
         return (self.on_self - self.on_both) / self.word_rows
 
+    @property
+    def among_pieces_share(self) -> float:
+        """Share of the word-piece rows whose largest weight *among the word pieces* (the
+        ``[CLS]`` and ``[SEP]`` keys left out) is on the piece itself."""
+        return self.among_pieces / self.word_rows
+
 
 def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
     """Test "every token pays most attention to itself" on real weights.
@@ -261,11 +269,13 @@ def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
     does not count: ``embedding_shift.favours_self``), and is it on ``[CLS]`` or
     ``[SEP]``? A row of ``[CLS]`` or ``[SEP]`` that favours itself counts in both, and in
     ``on_both``; ``word_rows`` and ``word_chance`` count the word-piece rows alone.
+    ``among_pieces`` asks the same of the word-piece rows with the ``[CLS]`` and ``[SEP]`` keys
+    left out, so that the sink tokens cannot win; its chance is 1 / (number of word pieces).
     """
     if len(records) == 0:
         raise ValueError("records is empty: give at least one sentence's attention")
-    rows = on_self = on_special = on_both = word_rows = 0
-    chance = word_chance = 0.0
+    rows = on_self = on_special = on_both = word_rows = among_pieces = 0
+    chance = word_chance = among_pieces_chance = 0.0
     head_counts: np.ndarray | None = None
     for record in records:
         weights = np.asarray(record.weights, dtype=float)
@@ -293,6 +303,11 @@ def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
         words = on_itself.size // length * (length - len(special))  # L * H * (T - specials)
         word_rows += words
         word_chance += words / length
+        pieces = [i for i in range(length) if i not in special]
+        if pieces:
+            among = weights[..., pieces, :][..., pieces]  # (L, H, P, P): pieces to pieces only
+            among_pieces += int(favours_self(among).sum())
+            among_pieces_chance += words / len(pieces)  # each row: 1 chance in P
     head_rows = rows / head_counts.size  # the same number of rows in every head
     head_shares = head_counts / head_rows
     return DiagonalCount(
@@ -304,6 +319,8 @@ def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
         on_both,
         word_rows,
         word_chance / word_rows if word_rows else 0.0,
+        among_pieces,
+        among_pieces_chance / word_rows if word_rows else 0.0,
     )
 
 
