@@ -31,6 +31,7 @@ from transformer_tutorial.studies.embedding_shift import (
     run,
     tokenize,
     train_toy_model,
+    unseen,
 )
 
 
@@ -220,10 +221,23 @@ def test_relations_model_resolves_it_and_finds_objects(one_thread):
         exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
         np.testing.assert_allclose(exps / exps.sum(axis=-1, keepdims=True), weights, atol=1e-6)
         assert not np.allclose(scores, np.swapaxes(scores, -1, -2))  # W_Q != W_K: asymmetric
-    held_out = relations_corpus(200, seed=3)
+    held_out = unseen(relations_corpus(200, seed=3), relations_corpus(400, seed=2))
     right, total = count_correct(model, held_out)
     assert total == sum(target != IGNORE for example in held_out for target in example.targets)
     assert right >= 0.95 * total
+
+
+def test_unseen_keeps_only_sentences_absent_from_training():
+    training, candidates = relations_corpus(400, seed=2), relations_corpus(200, seed=3)
+    held_out = unseen(candidates, training)
+    seen = {tuple(example.words) for example in training}
+    assert held_out, "some test sentences are new"
+    assert not {tuple(example.words) for example in held_out} & seen  # disjoint from training
+    assert len({tuple(example.words) for example in held_out}) == len(held_out)  # no repeats
+    fresh = {tuple(example.words) for example in candidates} - seen
+    assert {tuple(example.words) for example in held_out} == fresh  # every new one is kept
+    assert any(tuple(example.words) in seen for example in candidates)  # the filter matters
+    assert unseen([], training) == []
 
 
 def test_scores_are_the_weights_before_the_softmax():

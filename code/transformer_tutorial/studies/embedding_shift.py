@@ -70,6 +70,7 @@ __all__ = [
     "split_heads",
     "tokenize",
     "train_toy_model",
+    "unseen",
 ]
 
 PAD, UNK = "[PAD]", "[UNK]"
@@ -453,6 +454,22 @@ def count_correct(model: ToyAttentionModel, examples: Sequence[Example]) -> tupl
             if target != IGNORE:
                 right, total = right + (guess == target), total + 1
     return right, total
+
+
+def unseen(examples: Sequence[Example], training: Sequence[Example]) -> list[Example]:
+    """The examples whose sentence is not word for word a training sentence (repeats kept once).
+
+    The synthetic corpora draw from small word lists, so two seeds share many sentences: a test
+    set is held out only after this filter.
+    """
+    seen = {tuple(example.words) for example in training}
+    kept, fresh = [], set()
+    for example in examples:
+        words = tuple(example.words)
+        if words not in seen and words not in fresh:
+            kept.append(example)
+            fresh.add(words)
+    return kept
 
 
 def attention_weights(model: ToyAttentionModel, sentence: str) -> tuple[list[str], np.ndarray]:
