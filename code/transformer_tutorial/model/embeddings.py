@@ -5,7 +5,7 @@ Sources:
 - Vaswani et al. (2017), "Attention Is All You Need", section 3.4 ("Embeddings and Softmax"):
   learned embeddings convert the input tokens to vectors of dimension ``d_model`` (and the paper
   multiplies them by ``sqrt(d_model)``); section 3.5 then adds the positional encoding, so the
-  vector entering the first layer is ``x_i = E(token_i) + P(i)``.
+  vector entering the first layer is ``x_i = E(token_i) + PE(i)``.
 
 The real table is all-MiniLM-L6-v2's, ``(30522, 384)``, read from ``model.safetensors`` with
 ``safetensors`` only. Shapes use the package letters, ``B`` batch, ``T`` tokens, ``D``
@@ -103,7 +103,7 @@ def input_vectors(
     positions: torch.Tensor | None = None,
     scale_by_sqrt_d_model: bool = False,
 ) -> torch.Tensor:
-    """``x_i = E(token_i) + P(i)``: the token's row plus the encoding of position i.
+    """``x_i = E(token_i) + PE(i)``: the token's row plus the encoding of position i.
 
     ``ids`` has shape ``(T,)`` or ``(B, T)``; the result ``(T, D)`` or ``(B, T, D)``. ``P`` is
     the sinusoidal table (``D`` must then be even: one sine and one cosine per frequency, see
