@@ -19,6 +19,8 @@ The letters always mean the same thing:
 ``L``  number of layers in a stack (the paper writes ``N``)
 ``P``  rows of a position table: the most positions it encodes (``max_len``)
 =====  ==============================================================
+
+The vocabulary's size is written ``|V|`` (``V`` alone is ``d_v``).
 """
 
 from transformer_tutorial.book.seed import set_seed

@@ -102,14 +102,14 @@ def label_smoothed_loss(
     ignore_index: int | None = None,
 ) -> torch.Tensor:
     """Cross-entropy against a smoothed target (section 5.4, ``epsilon_ls = 0.1``): the right
-    token gets probability ``1 - epsilon + epsilon / V`` and every token ``epsilon / V``.
+    token gets probability ``1 - epsilon + epsilon / |V|`` and every other ``epsilon / |V|``.
 
-    ``logits`` ``(N, V)``, ``targets`` ``(N,)``; positions whose target is ``ignore_index``
+    ``logits`` ``(N, |V|)``, ``targets`` ``(N,)``; positions whose target is ``ignore_index``
     count for nothing. The mean over the other positions, as
     ``torch.nn.functional.cross_entropy(..., label_smoothing=epsilon)`` computes it (tested)."""
     if logits.ndim != 2 or targets.shape != logits.shape[:1]:
         raise ValueError(
-            f"logits must be (N, V) and targets (N,), got {tuple(logits.shape)} and "
+            f"logits must be (N, |V|) and targets (N,), got {tuple(logits.shape)} and "
             f"{tuple(targets.shape)}"
         )
     if not 0 <= epsilon < 1:
@@ -121,7 +121,7 @@ def label_smoothed_loss(
     )
     if not keep.any():
         raise ValueError("every target is ignore_index: nothing to average")
-    log_p = torch.log_softmax(logits[keep], dim=-1)  # (N', V)
+    log_p = torch.log_softmax(logits[keep], dim=-1)  # (N', |V|)
     right = -log_p.gather(-1, targets[keep][:, None])[:, 0]  # (N',): -log p(right token)
     spread = -log_p.mean(dim=-1)  # (N',): mean over all V tokens of -log p
     return ((1 - epsilon) * right + epsilon * spread).mean()

@@ -516,14 +516,14 @@ class Stack(nn.Module):
 class ModelOutput:
     """What a model computed: logits and the stacks' full outputs (for the explorers)."""
 
-    logits: torch.Tensor | None  # (B, T, V) next-token (or masked-token) scores; None: no head
+    logits: torch.Tensor | None  # (B, T, |V|) next-token (or masked-token) scores; None: no head
     encoder: StackOutput | None = None
     decoder: StackOutput | None = None
     pooled: torch.Tensor | None = None  # (B, D): BERT's pooler output
 
 
 class _OutputHead(nn.Module):
-    """The final linear layer ``(B, T, D) -> (B, T, V)``, tied to ``embeddings.token`` or not."""
+    """The final linear layer ``(B, T, D) -> (B, T, |V|)``, tied to ``embeddings.token`` or not."""
 
     def __init__(
         self,
@@ -541,8 +541,8 @@ class _OutputHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         if self.tied is not None:
-            return hidden @ self.tied.weight.T  # (B, T, D) @ (D, V) -> (B, T, V)
-        return self.projection(hidden)  # (B, T, D) -> (B, T, V)
+            return hidden @ self.tied.weight.T  # (B, T, D) @ (D, |V|) -> (B, T, |V|)
+        return self.projection(hidden)  # (B, T, D) -> (B, T, |V|)
 
 
 class EncoderDecoder(nn.Module):
@@ -600,7 +600,7 @@ class EncoderDecoder(nn.Module):
         need_weights: bool = False,
     ) -> ModelOutput:
         """``source`` ``(B, S)`` and ``target`` ``(B, T)`` token IDs (the target shifted right:
-        it starts with a start token). Returns logits ``(B, T, V)``: at position ``t``, scores
+        it starts with a start token). Returns logits ``(B, T, |V|)``: at position ``t``, scores
         for target token ``t + 1``."""
         encoded = self.encode(source, source_mask, need_weights)
         decoded = self.decode(target, encoded, source, source_mask, target_mask, need_weights)
@@ -626,7 +626,7 @@ class DecoderOnly(nn.Module):
         need_weights: bool = False,
         causal: bool = True,
     ) -> ModelOutput:
-        """``ids`` ``(B, T)`` -> logits ``(B, T, V)``; position ``t`` scores token ``t + 1``.
+        """``ids`` ``(B, T)`` -> logits ``(B, T, |V|)``; position ``t`` scores token ``t + 1``.
 
         ``causal=False`` removes the look-ahead mask: the model that cheats in chapter 8.
         """
@@ -735,7 +735,7 @@ def generate(
     try:
         ids = prompt
         for _ in range(new_tokens):
-            logits = model(ids, causal=causal).logits  # (B, T, V)
+            logits = model(ids, causal=causal).logits  # (B, T, |V|)
             next_ids = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
             ids = torch.cat([ids, next_ids], dim=1)  # (B, T) -> (B, T + 1)
     finally:
@@ -814,7 +814,7 @@ def beam_search(
             k = len(beams)
             memory = StackOutput(encoded.expand(k, -1, -1))  # (1, S, D) -> (K, S, D)
             hidden = model.decode(beams, memory, source.expand(k, -1)).hidden  # (K, t, D)
-            log_p = torch.log_softmax(model.head(hidden[:, -1]).double(), dim=-1)  # (K, V)
+            log_p = torch.log_softmax(model.head(hidden[:, -1]).double(), dim=-1)  # (beams, |V|)
             total = (scores[:, None] + log_p).flatten()  # (K V,): every extension
             best = total.topk(min(beam_size - len(done), len(total))).indices  # the best ones
             rows, tokens = best // log_p.shape[1], best % log_p.shape[1]

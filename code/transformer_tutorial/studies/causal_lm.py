@@ -165,14 +165,14 @@ def training_windows(
 
 
 def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy (nats per token) of logits ``(B, T, V)`` against targets ``(B, T)``."""
+    """Mean cross-entropy (nats per token) of logits ``(B, T, |V|)`` against targets ``(B, T)``."""
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(
-            f"logits must be (B, T, V) and targets (B, T), got {tuple(logits.shape)} and "
+            f"logits must be (B, T, |V|) and targets (B, T), got {tuple(logits.shape)} and "
             f"{tuple(targets.shape)}"
         )
     return nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]),  # (B, T, V) -> (B T, V)
+        logits.reshape(-1, logits.shape[-1]),  # (B, T, |V|) -> (B T, |V|)
         targets.reshape(-1),  # (B, T) -> (B T,)
     )
 
@@ -253,7 +253,7 @@ def evaluate(
             inputs = ids[start : start + context][None]  # (1, T)
             targets = ids[start + 1 : start + context + 1][None]  # (1, T')
             inputs = inputs[:, : targets.shape[1]]  # the last window: (1, T')
-            logits = model(inputs, causal=causal).logits  # (1, T', V)
+            logits = model(inputs, causal=causal).logits  # (1, T', |V|)
             total += next_token_loss(logits, targets).item() * targets.numel()
             right += int((logits.argmax(dim=-1) == targets).sum())
             count += targets.numel()
@@ -282,7 +282,7 @@ def generate_text(
     try:
         ids = vocabulary.encode(prompt)[None]  # (1, T)
         for _ in range(new_characters):
-            logits = model(ids[:, -context:], causal=causal).logits  # (1, T, V)
+            logits = model(ids[:, -context:], causal=causal).logits  # (1, T, |V|)
             next_id = logits[:, -1].argmax(dim=-1, keepdim=True)  # (1, 1)
             ids = torch.cat([ids, next_id], dim=1)  # (1, T) -> (1, T + 1)
     finally:
@@ -314,7 +314,7 @@ def known_ngram_fraction(text: str, n: int = 1, reference: str = TRAINING_TEXT) 
 
 @torch.no_grad()
 def prefix_by_prefix_logits(model: DecoderOnly, ids: torch.Tensor) -> torch.Tensor:
-    """Logits ``(B, T, V)`` computed the way a model generates: row ``t`` is the *last*
+    """Logits ``(B, T, |V|)`` computed the way a model generates: row ``t`` is the *last*
     position's output for the prefix ``ids[:, : t + 1]`` alone, so no position can ever see a
     later one, mask or no mask. Compare with ``model(ids, causal=...)`` run in parallel."""
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
@@ -322,7 +322,7 @@ def prefix_by_prefix_logits(model: DecoderOnly, ids: torch.Tensor) -> torch.Tens
     was_training = model.training
     model.eval()
     try:
-        rows = [model(ids[:, : t + 1]).logits[:, -1] for t in range(ids.shape[1])]  # T x (B, V)
+        rows = [model(ids[:, : t + 1]).logits[:, -1] for t in range(ids.shape[1])]  # T x (B, |V|)
     finally:
         model.train(was_training)
-    return torch.stack(rows, dim=1)  # T x (B, V) -> (B, T, V)
+    return torch.stack(rows, dim=1)  # T x (B, |V|) -> (B, T, |V|)

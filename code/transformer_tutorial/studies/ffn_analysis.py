@@ -411,7 +411,7 @@ def train_sentence_model(config: SentenceConfig) -> Training:
     with reproducible_training(model):  # float64, one thread: the same model on every computer
         optimiser = Adam(model.parameters(), lr=config.learning_rate)  # = torch.optim.Adam
         for _ in range(config.steps):
-            logits = model(ids).logits[:, -1]  # (16, 3, V) -> (16, V): at the verb
+            logits = model(ids).logits[:, -1]  # (16, 3, |V|) -> (16, |V|): at the verb
             loss = nn.functional.cross_entropy(logits, answers)
             optimiser.zero_grad()
             loss.backward()
@@ -480,7 +480,7 @@ def yes_probability(
         else []
     )
     try:
-        logits = model(ids).logits[:, -1]  # (B, T, V) -> (B, V)
+        logits = model(ids).logits[:, -1]  # (B, T, |V|) -> (B, |V|)
     finally:
         for handle in handles:
             handle.remove()

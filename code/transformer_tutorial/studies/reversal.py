@@ -337,9 +337,9 @@ class TrainingRun:
 def loss_on(model: EncoderDecoder, batch: ReversalBatch) -> torch.Tensor:
     """Mean cross-entropy of predicting ``target_out`` from ``source`` and ``target_in``
     (teacher forcing: all positions at once, the causal mask keeps each honest)."""
-    logits = model(batch.source, batch.target_in).logits  # (B, T, V)
+    logits = model(batch.source, batch.target_in).logits  # (B, T, |V|)
     return nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]),  # (B, T, V) -> (B T, V)
+        logits.reshape(-1, logits.shape[-1]),  # (B, T, |V|) -> (B T, |V|)
         batch.target_out.reshape(-1),  # (B, T) -> (B T,)
         ignore_index=PAD_ID,  # padding positions predict nothing
     )
@@ -698,7 +698,7 @@ def next_token_probabilities(
         raise ValueError(f"prefix of {len(written)} letters is longer than the position table")
     target = torch.tensor([[START_ID, *written]])  # (1, t + 1)
     hidden = model.decode(target, model.encode(source), source).hidden  # (1, t + 1, D)
-    logits = model.head(hidden[:, -1])[0]  # (1, D) -> (1, V) -> (V,)
+    logits = model.head(hidden[:, -1])[0]  # (1, D) -> (1, |V|) -> (|V|,)
     return logits, torch.softmax(logits, dim=-1)
 
 
