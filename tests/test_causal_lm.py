@@ -99,7 +99,7 @@ def test_next_token_loss_is_cross_entropy_per_token():
     targets = torch.tensor([[0, 1]])
     expected = -(math.log(0.5) + math.log(0.8)) / 2
     assert next_token_loss(logits, targets).item() == pytest.approx(expected)
-    with pytest.raises(ValueError, match=r"logits must be \(B, T, V\)"):
+    with pytest.raises(ValueError, match=r"logits must be \(B, T, \|V\|\)"):
         next_token_loss(logits[0], targets)
 
 
