@@ -807,18 +807,18 @@ def beam_search(
     model.eval()
     try:
         encoded = model.encode(source).hidden  # (1, S, D), computed once
-        beams = torch.full((1, 1), start_id, dtype=source.dtype)  # (K, 1): [START]
-        scores = torch.zeros(1, dtype=torch.float64)  # (K,): log-probability of each beam
+        beams = torch.full((1, 1), start_id, dtype=source.dtype)  # (k, 1): [START]
+        scores = torch.zeros(1, dtype=torch.float64)  # (k,): log-probability of each beam
         done: list[tuple[tuple[int, ...], float]] = []
         for _ in range(max_length):
             k = len(beams)
-            memory = StackOutput(encoded.expand(k, -1, -1))  # (1, S, D) -> (K, S, D)
-            hidden = model.decode(beams, memory, source.expand(k, -1)).hidden  # (K, t, D)
-            log_p = torch.log_softmax(model.head(hidden[:, -1]).double(), dim=-1)  # (beams, |V|)
-            total = (scores[:, None] + log_p).flatten()  # (K V,): every extension
+            memory = StackOutput(encoded.expand(k, -1, -1))  # (1, S, D) -> (k, S, D)
+            hidden = model.decode(beams, memory, source.expand(k, -1)).hidden  # (k, t, D)
+            log_p = torch.log_softmax(model.head(hidden[:, -1]).double(), dim=-1)  # (k, |V|)
+            total = (scores[:, None] + log_p).flatten()  # (k |V|,): every extension
             best = total.topk(min(beam_size - len(done), len(total))).indices  # the best ones
             rows, tokens = best // log_p.shape[1], best % log_p.shape[1]
-            beams = torch.cat([beams[rows], tokens[:, None]], dim=1)  # (K', t + 1)
+            beams = torch.cat([beams[rows], tokens[:, None]], dim=1)  # (k', t + 1)
             scores = total[best]
             ended = tokens == end_id
             done += _hypotheses(beams[ended], scores[ended])
@@ -836,7 +836,7 @@ def beam_search(
 
 
 def _hypotheses(beams: torch.Tensor, scores: torch.Tensor) -> list[tuple[tuple[int, ...], float]]:
-    """Rows of ``beams`` ``(K, t)`` without their start token, with their scores ``(K,)``."""
+    """Rows of ``beams`` ``(k, t)`` without their start token, with their scores ``(k,)``."""
     return [
         (tuple(row[1:].tolist()), float(score)) for row, score in zip(beams, scores, strict=True)
     ]
