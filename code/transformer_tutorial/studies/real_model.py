@@ -179,6 +179,16 @@ def anchor_points(
 HEAD_ROLES = ("previous word piece", "next word piece", "itself", "[CLS]", "[SEP]")
 
 
+def _record_weights(record: AttentionRecord) -> np.ndarray:
+    """A record's attention weights as floats ``(L, H, T, T)``, or a ``ValueError``."""
+    weights = np.asarray(record.weights, dtype=float)
+    if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(
+            f"record {record.label!r}: weights must have shape (L, H, T, T), got {weights.shape}"
+        )
+    return weights
+
+
 def head_roles(records: Sequence[AttentionRecord]) -> dict[str, np.ndarray]:
     """What each head looks at, on average: ``{role: (L, H)}`` for the roles of
     :data:`HEAD_ROLES` (after Clark et al. 2019, "What does BERT look at?").
@@ -193,12 +203,7 @@ def head_roles(records: Sequence[AttentionRecord]) -> dict[str, np.ndarray]:
     sums: dict[str, np.ndarray] = {}
     counts = dict.fromkeys(HEAD_ROLES, 0)
     for record in records:
-        weights = np.asarray(record.weights, dtype=float)  # (L, H, T, T)
-        if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:
-            raise ValueError(
-                f"record {record.label!r}: weights must have shape (L, H, T, T), got "
-                f"{weights.shape}"
-            )
+        weights = _record_weights(record)  # (L, H, T, T)
         special = [token in (CLS_TOKEN, SEP_TOKEN) for token in record.tokens]
         pieces = [t for t, is_special in enumerate(special) if not is_special]
         if not pieces:
@@ -278,12 +283,7 @@ def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
     chance = word_chance = among_pieces_chance = 0.0
     head_counts: np.ndarray | None = None
     for record in records:
-        weights = np.asarray(record.weights, dtype=float)
-        if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:
-            raise ValueError(
-                f"record {record.label!r}: weights must have shape (L, H, T, T), got "
-                f"{weights.shape}"
-            )
+        weights = _record_weights(record)  # (L, H, T, T)
         if head_counts is not None and weights.shape[:2] != head_counts.shape:
             raise ValueError(
                 f"record {record.label!r}: (L, H) = {weights.shape[:2]}, the first record has "
@@ -379,12 +379,7 @@ def attention_locality(records: Sequence[AttentionRecord]) -> dict[str, np.ndarr
     layers = None
     sums = {}  # measure -> (L,)
     for record in records:
-        weights = np.asarray(record.weights, dtype=float)  # (L, H, T, T)
-        if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:
-            raise ValueError(
-                f"record {record.label!r}: weights must have shape (L, H, T, T), got "
-                f"{weights.shape}"
-            )
+        weights = _record_weights(record)  # (L, H, T, T)
         if layers is not None and weights.shape[0] != layers:
             raise ValueError(
                 f"record {record.label!r} has {weights.shape[0]} layers, the first {layers}"
