@@ -26,6 +26,7 @@ from transformer_tutorial.book.notebooks import (
 )
 
 CHAPTERS = sorted((Path(__file__).parents[1] / "chapters").glob("*.ipynb"))
+DISPLAYED = {"image/png", "image/svg+xml", "text/html"}  # outputs myst-nb shows as a figure
 
 
 def test_there_are_chapters():
@@ -68,6 +69,11 @@ def test_committed_chapter_is_complete(path):
                 figure = cell.metadata.get("mystnb", {})
                 assert figure.get("figure", {}).get("caption"), f"figure without caption: {cell.id}"
                 assert figure.get("image", {}).get("alt"), f"figure without alt text: {cell.id}"
+        if "figure" in cell.metadata.get("mystnb", {}):
+            # myst-nb makes every displayed output of the cell a figure with the cell's name,
+            # and the -W build fails on the duplicate: a table goes in a cell of its own
+            shown = [output for output in cell.outputs if DISPLAYED & set(output.get("data", {}))]
+            assert len(shown) == 1, f"{cell.id}: a figure cell displays {len(shown)} outputs"
     state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     for view in _widget_views(notebook):
         assert view in state, "a widget view without saved state (model not found): make notebooks"
