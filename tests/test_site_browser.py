@@ -1030,6 +1030,33 @@ def test_display_math_fits_the_text_column(visits, path):
     assert not too_wide, f"{path}: display math wider than the column: {too_wide}"
 
 
+@pytest.mark.browser
+@pytest.mark.parametrize("path", PAGES)
+def test_inline_math_fits_a_phone(phone_visits, path):
+    """An inline formula cannot wrap: one longer than a phone's line runs past the column and is
+    cut off (seen in chapters 1-3, 5, 6, 8 and 9 at 390 px). Display math may be wider: it
+    scrolls in its own box (sphinx_fixes.BOOK_CSS), as do tables."""
+    too_wide = phone_visits(path).page.evaluate(
+        """() => {
+            const column = document.querySelector('article') || document.body;
+            const edge = column.getBoundingClientRect().right;
+            const scrolls = (element) => {  // inside a box that scrolls: a table, an output
+                let box = element.parentElement;
+                for (; box && box !== column; box = box.parentElement) {
+                    if (['auto', 'scroll'].includes(getComputedStyle(box).overflowX)) return true;
+                }
+                return false;
+            };
+            return [...document.querySelectorAll('span.math > mjx-container')]
+                .filter(math => !math.closest('details:not([open])') && !scrolls(math))
+                .map(math => ({tex: math.textContent.slice(0, 60),
+                               right: math.getBoundingClientRect().right, edge: edge}))
+                .filter(size => size.right > size.edge + 1);
+        }"""
+    )
+    assert not too_wide, f"{path}: inline math past the column at 390 px: {too_wide}"
+
+
 # ---------------------------------------------------------------------------------------------
 # The package's source pages (book/source.py): what a chapter's listing links to
 

@@ -51,6 +51,9 @@ BOOK_CSS = """\
 .bd-article table { font-size: 0.9em; }
 .bd-article table th, .bd-article table td { padding: 0.5rem 0.375rem; }
 .bd-article .pst-scrollable-table-container { max-width: 100%; overflow-x: auto; }
+/* Display math wider than a phone's column (a parameter count, a LayerNorm by hand) scrolls in
+   its own box too, instead of running past the column's edge. */
+.bd-article div.math { max-width: 100%; overflow-x: auto; overflow-y: hidden; }
 /* The theme gives outputs a light box in dark mode; the book's charts draw their own dark
    theme (widgets/explorer.js), so theirs stays transparent and keeps the column's width. */
 html[data-theme="dark"] .bd-article div.cell_output div.text_html:has(> div.tt-chart) {
