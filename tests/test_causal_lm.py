@@ -17,6 +17,7 @@ from transformer_tutorial.studies.causal_lm import (
     evaluate,
     generate_text,
     known_ngram_fraction,
+    next_character_entropy,
     next_token_loss,
     prefix_by_prefix_logits,
     train_char_lm,
@@ -226,3 +227,17 @@ def test_prefix_by_prefix_equals_the_masked_parallel_pass():
     )
     with pytest.raises(ValueError, match=r"ids must have shape \(B, T\)"):
         prefix_by_prefix_logits(model, ids[0])
+
+
+def test_next_character_entropy_counts_what_the_context_leaves_open():
+    text = "abac" * 25  # after "a": "b" or "c", half and half; after "b" or "c": always "a"
+    entropy = next_character_entropy(text, context=1)
+    starts = text[:99]  # the 99 window starts
+    assert entropy == {1: pytest.approx(starts.count("a") * math.log(2) / 99)}
+    two = next_character_entropy(text, context=2)
+    assert two[2] == pytest.approx(0.0)  # "ba" -> "c", "ca" -> "b", "ab" -> "a", "ac" -> "a"
+    assert next_character_entropy("aaaa", context=3) == {1: 0.0, 2: 0.0, 3: 0.0}
+    with pytest.raises(ValueError, match="context"):
+        next_character_entropy(text, context=0)
+    with pytest.raises(ValueError, match="a window needs context"):
+        next_character_entropy("ab", context=2)

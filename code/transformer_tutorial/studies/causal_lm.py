@@ -18,7 +18,9 @@ greedily, and :func:`prefix_by_prefix_logits` runs a prompt one token at a time,
 generates, to compare with processing the whole prompt in parallel.
 """
 
+import math
 import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import torch
@@ -41,6 +43,7 @@ __all__ = [
     "evaluate",
     "generate_text",
     "known_ngram_fraction",
+    "next_character_entropy",
     "next_token_loss",
     "prefix_by_prefix_logits",
     "train_char_lm",
@@ -199,8 +202,8 @@ def train_char_lm(
     ``causal=False`` trains the same model, from the same initial weights on the same windows,
     without the look-ahead mask: the model that cheats. The loss recorded at each step is the
     one the optimiser sees (computed with or without the mask, as trained). Runs on one thread
-    in float64 (restoring the caller's settings), so the same config gives the same model on
-    every computer: see :mod:`~transformer_tutorial.studies.reproducible`.
+    in float64 (restoring the caller's settings), so the same config gives the same model run
+    after run: see :mod:`~transformer_tutorial.studies.reproducible`.
     """
     ids = vocabulary.encode(text)  # (N,)
     model = DecoderOnly(
@@ -210,7 +213,7 @@ def train_char_lm(
     windows = torch.Generator().manual_seed(config.seed + 1)
     training = LMTraining(model, config, causal, vocabulary)
     model.train()
-    with reproducible_training(model):  # float64, one thread: the same model on every computer
+    with reproducible_training(model):  # float64, one thread (see reproducible.py)
         optimiser = Adam(model.parameters(), lr=config.learning_rate)
         for _ in range(config.steps):
             inputs, targets = training_windows(ids, config.context, config.batch_size, windows)
@@ -310,6 +313,29 @@ def known_ngram_fraction(text: str, n: int = 1, reference: str = TRAINING_TEXT) 
         return 0.0
     known_grams = {tuple(known[i : i + n]) for i in range(len(known) - n + 1)}
     return sum(gram in known_grams for gram in grams) / len(grams)
+
+
+def next_character_entropy(text: str, context: int) -> dict[int, float]:
+    """The loss no model can beat on ``text``'s training windows: for ``k = 1, ..., context``
+    characters seen, the entropy (nats) of the next character given the ``k`` before it, over
+    the window starts :func:`training_windows` draws from. Position ``t`` of a window has seen
+    ``t + 1`` characters, so the mean of the values is the floor of the mean training loss."""
+    check_positive_int("context", context)
+    if len(text) < context + 1:
+        raise ValueError(f"text has {len(text)} characters; a window needs context + 1")
+    starts = range(len(text) - context)
+    entropy = {}
+    for seen in range(1, context + 1):
+        follows = defaultdict(Counter)  # the ``seen`` characters -> counts of the next one
+        for start in starts:
+            follows[text[start : start + seen]][text[start + seen]] += 1
+        entropy[seen] = -sum(  # sum over windows of -ln p(next | seen), by counts
+            n * math.log(n / sum(counts.values()))
+            for counts in follows.values()
+            for n in counts.values()
+        )
+        entropy[seen] /= len(starts)  # mean over the windows
+    return entropy
 
 
 @torch.no_grad()
