@@ -390,9 +390,8 @@ def train_classifier(
     losses = []
     model.train()
     with reproducible_training(model):
-        optimiser = Adam(
-            model.parameters(), lr=train.learning_rate
-        )  # = torch.optim.Adam, bit for bit
+        # the book's Adam (model/optim.py): torch.optim.Adam's steps, bit for bit
+        optimiser = Adam(model.parameters(), lr=train.learning_rate)
         for _ in range(train.steps):
             batch = recall_batch(task, train.batch_size, generator)
             scores = model(batch.tokens)  # (B, T) -> (B, C)
@@ -406,6 +405,12 @@ def train_classifier(
     return losses
 
 
+def _check_distances(distances: Sequence[int], n_per_distance: int) -> None:
+    check_positive_int("n_per_distance", n_per_distance)
+    if len(distances) == 0:
+        raise ValueError("distances is empty: give at least one distance")
+
+
 @torch.no_grad()
 def accuracy_by_distance(
     model: nn.Module,
@@ -415,9 +420,7 @@ def accuracy_by_distance(
     generator: torch.Generator,
 ) -> np.ndarray:
     """Fraction of fresh sequences answered correctly, one value per distance ``N``."""
-    check_positive_int("n_per_distance", n_per_distance)
-    if len(distances) == 0:
-        raise ValueError("distances is empty: give at least one distance")
+    _check_distances(distances, n_per_distance)
     model.eval()
     accuracies = []
     for distance in distances:
@@ -437,9 +440,7 @@ def answer_gradient_norms(
     """The learning signal that reaches the answer: the mean norm of ``d loss / d x``, the
     gradient of the cross-entropy with respect to the answer token's input vector, per distance
     ``N`` (the gradient crosses ``N`` recurrent steps on its way back)."""
-    check_positive_int("n_per_distance", n_per_distance)
-    if len(distances) == 0:
-        raise ValueError("distances is empty: give at least one distance")
+    _check_distances(distances, n_per_distance)
     model.eval()
     norms = []
     for distance in distances:
