@@ -233,7 +233,7 @@ def test_noam_learning_rate_warms_up_linearly_then_decays_as_one_over_root_step(
     assert rate(16_000) == pytest.approx(peak / 2)  # 1 / sqrt(step) after it
     assert rate(4000, d_model=1024) == pytest.approx(peak / math.sqrt(2))
     for bad in ({"step": 0}, {"step": 1, "warmup_steps": 0}, {"step": 2.0}):
-        with pytest.raises(ValueError, match="must be an int >= 1"):
+        with pytest.raises(ValueError, match="must be a positive int"):
             rate(**bad)
 
 

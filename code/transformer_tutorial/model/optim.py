@@ -19,6 +19,8 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from transformer_tutorial.model.checks import check_positive_int
+
 __all__ = [
     "Adam",
     "label_smoothed_loss",
@@ -90,8 +92,7 @@ def noam_learning_rate(step: int, d_model: int = 512, warmup_steps: int = 4000) 
     It grows linearly for ``warmup_steps`` steps, peaks at ``(d_model * warmup_steps)^-0.5``
     (7.0e-4 for the base model) and then decays as ``1 / sqrt(step)``."""
     for name, value in (("step", step), ("d_model", d_model), ("warmup_steps", warmup_steps)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1 (steps count from 1), got {value!r}")
+        check_positive_int(name, value)  # steps count from 1
     return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
