@@ -414,7 +414,7 @@ class PretrainedEncoder:
         the embedding layer's output. A word cut into several pieces gets their mean."""
         positions = self.word_positions(sentence, word, occurrence)
         states = self.forward([sentence], need_weights=False).hidden(0)  # (L + 1, T, D)
-        return states[:, positions].mean(dim=1)  # (L + 1, P, D) -> (L + 1, D)
+        return states[:, positions].mean(dim=1)  # (L + 1, p, D) -> (L + 1, D): p pieces
 
     def attention_between(
         self, sentence: str, query: str, keys: Sequence[str]

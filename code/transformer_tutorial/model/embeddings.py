@@ -50,8 +50,8 @@ def load_word_embeddings(directory: str | os.PathLike) -> torch.Tensor:
 
 
 def load_position_embeddings(directory: str | os.PathLike) -> torch.Tensor:
-    """The model's *learned* position table ``P``, ``(max_len, D)``: row ``i`` is added to the
-    token vector at position ``i`` (BERT-style models learn it instead of using sinusoids)."""
+    """The model's *learned* position table, ``(P, D)`` with ``P = max_len``: row ``i`` is added
+    to the token vector at position ``i`` (BERT-style models learn it instead of sinusoids)."""
     return _load_table(directory, POSITION_EMBEDDINGS_KEY, "(max_len, D)")
 
 

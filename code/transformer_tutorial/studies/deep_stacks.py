@@ -436,7 +436,7 @@ class SideBySide:
     task: TeacherTask
     training: TrainingConfig
     losses: np.ndarray  # (seeds, learning rates, warm-ups, steps): training loss of each step
-    parameters: torch.Tensor = field(repr=False)  # (seeds x rates x warm-ups, P), flattened
+    parameters: torch.Tensor = field(repr=False)  # (seeds x rates x warm-ups, M weights)
 
     def model(self, seed_index: int, rate_index: int, warmup_index: int = 0) -> Classifier:
         """The trained classifier of run (``seeds[seed_index]``, ``learning_rates[rate_index]``,
@@ -464,11 +464,11 @@ def train_side_by_side(
     numbers, so post-LN and pre-LN stacks of the same seed start from the same weights) and sees
     the batches of seed ``s``; only the learning-rate schedule differs within a seed. Every run
     is the same as training that model alone with ``torch.optim.Adam(betas, eps)`` in float64
-    (the tests check it); they are batched with ``torch.func.vmap`` over a ``(runs, P)`` matrix of
+    (the tests check it); they are batched with ``torch.func.vmap`` over a ``(runs, M)`` matrix of
     flattened weights because one batched step costs far less than ``runs`` small ones on a CPU.
     """
     models = [Classifier(replace(stack, seed=seed), task) for seed in training.seeds]
-    with reproducible_training(*models):  # float64, one thread: the same runs on every computer
+    with reproducible_training(*models):  # float64, one thread (see reproducible.py)
         return _train_side_by_side(models, stack, task, training)
 
 
@@ -483,7 +483,7 @@ def _train_side_by_side(
     with torch.device("meta"):  # the same module without weights: vmap supplies them
         template = Classifier(stack, task)
     start = torch.stack([nn.utils.parameters_to_vector(model.parameters()) for model in models])
-    flat = start.repeat_interleave(per_seed, dim=0).detach().requires_grad_()  # (runs, P)
+    flat = start.repeat_interleave(per_seed, dim=0).detach().requires_grad_()  # (runs, M)
     # run (s, r, w) is row (s R + r) W + w
     rate = torch.tensor(rates).repeat_interleave(len(warmups)).repeat(len(seeds))[:, None]
     warmup = torch.tensor(warmups).repeat(len(seeds) * len(rates))[:, None]  # (runs, 1)
@@ -496,9 +496,9 @@ def _train_side_by_side(
         logits = functional_call(template, parameters, (x,))  # (B, T, C)
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten())  # (B T, C), (B T,)
 
-    batched_loss = vmap(run_loss)  # (runs, P), (runs, B, T, d_in), (runs, B, T) -> (runs,)
+    batched_loss = vmap(run_loss)  # (runs, M), (runs, B, T, d_in), (runs, B, T) -> (runs,)
     generators = [torch.Generator().manual_seed(20_000 + seed) for seed in seeds]
-    first_moment, second_moment = torch.zeros_like(flat), torch.zeros_like(flat)  # (runs, P)
+    first_moment, second_moment = torch.zeros_like(flat), torch.zeros_like(flat)  # (runs, M)
     beta_1, beta_2 = training.betas
     losses = []
     for step in range(1, training.steps + 1):
@@ -508,7 +508,7 @@ def _train_side_by_side(
         x = x.repeat_interleave(per_seed, dim=0)  # (runs, B, T, d_in)
         labels = labels.repeat_interleave(per_seed, dim=0)  # (runs, B, T)
         loss = batched_loss(flat, x, labels)  # (runs,)
-        (gradient,) = torch.autograd.grad(loss.sum(), flat)  # (runs, P): runs are independent
+        (gradient,) = torch.autograd.grad(loss.sum(), flat)  # (runs, M): runs are independent
         losses.append(loss.detach())
         with torch.no_grad():  # Adam, written as torch.optim.Adam computes it
             first_moment.mul_(beta_1).add_(gradient, alpha=1 - beta_1)

@@ -179,6 +179,11 @@ def anchor_points(
 HEAD_ROLES = ("previous word piece", "next word piece", "itself", "[CLS]", "[SEP]")
 
 
+def _word_pieces(record: AttentionRecord) -> list[int]:
+    """Positions of the record's word pieces: every token but ``[CLS]`` and ``[SEP]``."""
+    return [t for t, token in enumerate(record.tokens) if token not in (CLS_TOKEN, SEP_TOKEN)]
+
+
 def _record_weights(record: AttentionRecord) -> np.ndarray:
     """A record's attention weights as floats ``(L, H, T, T)``, or a ``ValueError``."""
     weights = np.asarray(record.weights, dtype=float)
@@ -204,8 +209,8 @@ def head_roles(records: Sequence[AttentionRecord]) -> dict[str, np.ndarray]:
     counts = dict.fromkeys(HEAD_ROLES, 0)
     for record in records:
         weights = _record_weights(record)  # (L, H, T, T)
-        special = [token in (CLS_TOKEN, SEP_TOKEN) for token in record.tokens]
-        pieces = [t for t, is_special in enumerate(special) if not is_special]
+        pieces = _word_pieces(record)
+        special = [t not in pieces for t in range(len(record.tokens))]
         if not pieces:
             raise ValueError(f"record {record.label!r} has no word piece between [CLS] and [SEP]")
         cls = [t for t, token in enumerate(record.tokens) if token == CLS_TOKEN]
@@ -291,7 +296,8 @@ def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
             )
         length = weights.shape[-1]
         on_itself = favours_self(weights)  # (L, H, T)
-        special = [i for i, token in enumerate(record.tokens) if token in (CLS_TOKEN, SEP_TOKEN)]
+        pieces = _word_pieces(record)
+        special = [i for i in range(length) if i not in pieces]
         strongest = weights.argmax(axis=-1)  # (L, H, T); a tie goes to the first key
         counts = on_itself.sum(axis=-1)  # (L, H)
         head_counts = counts if head_counts is None else head_counts + counts
@@ -303,11 +309,10 @@ def diagonal_count(records: Sequence[AttentionRecord]) -> DiagonalCount:
         words = on_itself.size // length * (length - len(special))  # L * H * (T - specials)
         word_rows += words
         word_chance += words / length
-        pieces = [i for i in range(length) if i not in special]
         if pieces:
-            among = weights[..., pieces, :][..., pieces]  # (L, H, P, P): pieces to pieces only
+            among = weights[..., pieces, :][..., pieces]  # (L, H, n, n): n pieces to pieces only
             among_pieces += int(favours_self(among).sum())
-            among_pieces_chance += words / len(pieces)  # each row: 1 chance in P
+            among_pieces_chance += words / len(pieces)  # each row: 1 chance in n
     head_rows = rows / head_counts.size  # the same number of rows in every head
     head_shares = head_counts / head_rows
     return DiagonalCount(
@@ -353,10 +358,11 @@ def shift_record(
         raise ValueError(f"groups must name exactly two groups (two axes), got {list(groups)}")
     positions = encoder.word_positions(sentence, word)
     run = encoder.forward([sentence])
-    vectors = run.hidden(0)[:, positions].mean(dim=1)  # (L + 1, P, D) -> (L + 1, D)
+    # p: the word's pieces
+    vectors = run.hidden(0)[:, positions].mean(dim=1)  # (L + 1, p, D) -> (L + 1, D)
     similarity = group_similarity(vectors, anchors, groups)
     trajectory = np.stack([similarity[group] for group in groups], axis=1)  # (L + 1, 2)
-    looked = run.weights(0)[:, :, positions].mean(axis=(0, 1, 2))  # (L, H, P, T) -> (T,)
+    looked = run.weights(0)[:, :, positions].mean(axis=(0, 1, 2))  # (L, H, p, T) -> (T,)
     return ShiftRecord(label or sentence, word, trajectory, run.tokens(0), looked)
 
 
@@ -385,16 +391,16 @@ def attention_locality(records: Sequence[AttentionRecord]) -> dict[str, np.ndarr
                 f"record {record.label!r} has {weights.shape[0]} layers, the first {layers}"
             )
         layers = weights.shape[0]
-        pieces = [t for t, token in enumerate(record.tokens) if token not in (CLS_TOKEN, SEP_TOKEN)]
+        pieces = _word_pieces(record)
         if not pieces:
             raise ValueError(f"record {record.label!r} has no word piece between [CLS] and [SEP]")
-        rows = weights[:, :, pieces]  # (L, H, P, T): word-piece queries
-        on_pieces = rows[..., pieces]  # (L, H, P, P): ... and word-piece keys
-        distance = np.abs(np.subtract.outer(pieces, pieces)).astype(float)  # (P, P): |i - j|
+        rows = weights[:, :, pieces]  # (L, H, n, T): the n word-piece queries
+        on_pieces = rows[..., pieces]  # (L, H, n, n): ... and word-piece keys
+        distance = np.abs(np.subtract.outer(pieces, pieces)).astype(float)  # (n, n): |i - j|
         adjacent = distance == 1
-        mass = on_pieces.sum(axis=-1)  # (L, H, P): each row's weight on word pieces
-        even_adjacent = adjacent.mean(axis=-1)  # (P,): k neighbours of n pieces -> k / n
-        even_distance = distance.mean(axis=-1)  # (P,)
+        mass = on_pieces.sum(axis=-1)  # (L, H, n): each row's weight on word pieces
+        even_adjacent = adjacent.mean(axis=-1)  # (n,): k neighbours of n pieces -> k / n
+        even_distance = distance.mean(axis=-1)  # (n,)
         parts = {
             "rows": np.full(layers, rows.shape[1] * rows.shape[2], dtype=float),
             "on [CLS] and [SEP]": (rows.sum(axis=-1) - mass).sum(axis=(1, 2)),
