@@ -393,7 +393,7 @@ def train_toy_model(
     model = ToyAttentionModel(config, torch.Generator().manual_seed(seed))
     ids, targets = _batch(examples, config.vocabulary)
     losses = []
-    with reproducible_training(model):  # float64, one thread: the same model on every computer
+    with reproducible_training(model):  # float64, one thread (see reproducible.py)
         optimizer = torch.optim.AdamW(
             model.parameters(), lr=learning_rate, weight_decay=weight_decay
         )

@@ -408,7 +408,7 @@ def train_sentence_model(config: SentenceConfig) -> Training:
     model = EncoderOnly(model_config, generator=torch.Generator().manual_seed(config.seed))
     ids, answers = sentence_data()
     training = Training(model)
-    with reproducible_training(model):  # float64, one thread: the same model on every computer
+    with reproducible_training(model):  # float64, one thread (see reproducible.py)
         optimiser = Adam(model.parameters(), lr=config.learning_rate)  # = torch.optim.Adam
         for _ in range(config.steps):
             logits = model(ids).logits[:, -1]  # (16, 3, |V|) -> (16, |V|): at the verb

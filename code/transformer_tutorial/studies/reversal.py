@@ -365,7 +365,7 @@ def train(config: TrainingConfig | None = None, stop_after: int | None = None) -
     held_out = held_out_words(config)
     log = TrainingLog()
     model.train()
-    with reproducible_training(model):  # float64, one thread: the same model on every computer
+    with reproducible_training(model):  # float64, one thread (see reproducible.py)
         adam = Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)  # the paper's, 5.3
         for step, batch in enumerate(training_batches(config, held_out)):
             if step == stop_after:

@@ -159,7 +159,7 @@ def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 def train_toy_model(config: ToyConfig) -> ToyTraining:
     """Train a fresh :class:`ToyModel` with Adam on fresh random batches (seeded, CPU; in
-    float64 on one thread, so every computer gets the same model: see
+    float64 on one thread, so the same config gives the same model: see
     :mod:`~transformer_tutorial.studies.reproducible`)."""
     model = ToyModel(config)
     generator = torch.Generator().manual_seed(config.seed + 1)

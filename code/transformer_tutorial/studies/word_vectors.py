@@ -311,7 +311,7 @@ def train_skip_gram(
     model = SkipGram(len(vocabulary), config.d_model, generator)
     initial = model.embedding.weight.detach().clone()  # (vocab, D)
     losses, first_gradient, first_output_gradient = [], None, None
-    with reproducible_training(model):  # float64, one thread: the same table on every computer
+    with reproducible_training(model):  # float64, one thread (see reproducible.py)
         for step in range(config.steps):
             loss = skip_gram_step(model, pairs, config.learning_rate)
             if step == 0:  # the gradients of the first step, still held in .grad
