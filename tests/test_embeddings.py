@@ -3,6 +3,7 @@ the embedding lookup three ways, positions, similarities, BPE and WordPiece, and
 
 import json
 import math
+import re
 import struct
 import subprocess
 import sys
@@ -130,13 +131,21 @@ def test_word_embeddings_match_an_independent_reading_of_the_file(directory, tab
     assert torch.equal(table, torch.from_numpy(raw.copy()))
 
 
-def test_word_embeddings_need_their_key(tmp_path):
+@pytest.mark.parametrize(
+    ("load", "key", "shape"),
+    [
+        ("load_word_embeddings", "WORD_EMBEDDINGS_KEY", r"\(vocab, D\)"),
+        ("load_position_embeddings", "POSITION_EMBEDDINGS_KEY", r"\(max_len, D\)"),
+    ],
+)
+def test_embedding_tables_need_their_key(tmp_path, load, key, shape):
+    load, key = getattr(embeddings, load), getattr(embeddings, key)
     save_file({"something.else": torch.zeros(2, 3)}, tmp_path / "model.safetensors")
-    with pytest.raises(ValueError, match=r"holds no tensor 'embeddings\.word_embeddings\.weight'"):
-        embeddings.load_word_embeddings(tmp_path)
-    save_file({embeddings.WORD_EMBEDDINGS_KEY: torch.zeros(6)}, tmp_path / "model.safetensors")
-    with pytest.raises(ValueError, match=r"must have shape \(vocab, D\), got \(6,\)"):
-        embeddings.load_word_embeddings(tmp_path)
+    with pytest.raises(ValueError, match=f"holds no tensor {re.escape(repr(key))}"):
+        load(tmp_path)
+    save_file({key: torch.zeros(6)}, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=rf"must have shape {shape}, got \(6,\)"):
+        load(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -459,15 +468,6 @@ def test_input_vectors_with_a_learned_position_table(directory, table):
         embeddings.input_vectors(table, ids, positions=learned[:, :5])
     with pytest.raises(ValueError, match="positions has 3 rows, fewer than T = 4"):
         embeddings.input_vectors(table, ids, positions=learned[:3])
-
-
-def test_position_embeddings_need_their_key(tmp_path):
-    save_file({"something.else": torch.zeros(2, 3)}, tmp_path / "model.safetensors")
-    with pytest.raises(ValueError, match=r"no tensor 'embeddings\.position_embeddings\.weight'"):
-        embeddings.load_position_embeddings(tmp_path)
-    save_file({embeddings.POSITION_EMBEDDINGS_KEY: torch.zeros(6)}, tmp_path / "model.safetensors")
-    with pytest.raises(ValueError, match=r"must have shape \(max_len, D\), got \(6,\)"):
-        embeddings.load_position_embeddings(tmp_path)
 
 
 def test_input_vectors_reject_bad_shapes():
